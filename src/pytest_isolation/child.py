@@ -1,0 +1,234 @@
+"""What runs inside a file-mode child process.
+
+The child collects one test file, runs its items through pytest's ordinary
+runtest protocol and streams every hook the parent must replay over the pipe.
+It never reaches ``pytest_sessionfinish``: the parent owns the cache, junit
+XML and the terminal, so the child ends with ``os._exit``.
+
+Imports: stdlib, pytest and :mod:`pytest_isolation.wire` only, so a child
+starts light.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Generator
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_isolation.wire import COLLECTED
+from pytest_isolation.wire import COLLECTREPORT
+from pytest_isolation.wire import DESELECTED
+from pytest_isolation.wire import FINISHED
+from pytest_isolation.wire import HELLO
+from pytest_isolation.wire import INTERRUPTED
+from pytest_isolation.wire import LOGFINISH
+from pytest_isolation.wire import LOGSTART
+from pytest_isolation.wire import NOTFOUND
+from pytest_isolation.wire import PROTOCOL_VERSION
+from pytest_isolation.wire import REPORT
+from pytest_isolation.wire import WARNING
+from pytest_isolation.wire import ChildSpec
+from pytest_isolation.wire import Sender
+
+CHILD_PLUGIN_NAME = "isolation-child"
+#: Exit code of a child whose run was interrupted (as pytest's own).
+INTERRUPTED_EXIT = 2
+
+
+def matches(nodeid: str, selector: Sequence[str]) -> bool:
+    """Whether ``path::a::b`` style name parts select the test ``nodeid``.
+
+    As in pytest, a trailing name without brackets selects every
+    parametrization of that test, and a class name selects its methods.
+    """
+    names = nodeid.split("::")[1:]
+    depth = len(selector)
+    if depth > len(names) or names[: depth - 1] != list(selector[:-1]):
+        return False
+    last = names[depth - 1]
+    return last == selector[-1] or last.partition("[")[0] == selector[-1]
+
+
+class ChildPlugin:
+    """Streams one file's collection and run to the parent."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        spec: ChildSpec,
+        sender: Sender,
+        parent_collector: pytest.Collector | None,
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.sender = sender
+        #: The directory collector of the file in a forked child; ``None`` when spawned.
+        self.parent_collector = parent_collector
+
+    @pytest.hookimpl(tryfirst=True)  # replaces the session's walk of every argument
+    def pytest_collection(self, session: pytest.Session) -> bool:
+        if self.parent_collector is None:
+            session.config.args = [self.spec.path]
+            session.perform_collect()
+        else:
+            self._collect_forked(session, self.parent_collector)
+        self.sender.send(COLLECTED, nodeids=[str(item.nodeid) for item in session.items])
+        return True
+
+    def _collect_forked(self, session: pytest.Session, parent: pytest.Collector) -> None:
+        config = session.config
+        path = Path(self.spec.path)
+        items: list[pytest.Item] = []
+        for collector in parent.ihook.pytest_collect_file(file_path=path, parent=parent):
+            items.extend(session.genitems(collector))
+        config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+        config.hook.pytest_collection_finish(session=session)
+        session.items = items
+        session.testscollected = len(items)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # narrow to path::name args before -k/-m/--lf
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None]:
+        selectors = self.spec.selectors
+        if selectors is not None:
+            for selector in selectors:
+                if not any(matches(str(item.nodeid), selector) for item in items):
+                    self.sender.send(NOTFOUND, arg="::".join((self.spec.path, *selector)))
+            items[:] = [i for i in items if any(matches(str(i.nodeid), s) for s in selectors)]
+        if self.spec.skip:
+            items[:] = [i for i in items if str(i.nodeid) not in self.spec.skip]
+        return (yield)
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.sender.send(DESELECTED, nodeids=[str(item.nodeid) for item in items])
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if not report.passed:
+            self.sender.send(COLLECTREPORT, data=self._serialize(report))
+
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self.sender.send(LOGSTART, nodeid=str(nodeid), location=location)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.sender.send(REPORT, data=self._serialize(report))
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
+
+    def pytest_warning_recorded(
+        self,
+        warning_message: Any,
+        when: str,
+        nodeid: str,
+        location: tuple[str, int, str] | None,
+    ) -> None:
+        category = warning_message.category
+        self.sender.send(
+            WARNING,
+            module=category.__module__,
+            qualname=category.__qualname__,
+            message=str(warning_message.message),
+            filename=warning_message.filename,
+            lineno=warning_message.lineno,
+            when=when,
+            nodeid=str(nodeid),
+            location=location,
+        )
+
+    @pytest.hookimpl(tryfirst=True)  # replaces pytest's loop, which stops on collection errors
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        finish(session, self)
+        return True  # not reached: finish() ends the process
+
+    def _serialize(self, report: pytest.TestReport | pytest.CollectReport) -> dict[str, Any]:
+        config = self.config
+        hook = config.hook.pytest_report_to_serializable
+        data: dict[str, Any] = hook(config=config, report=report)
+        return data
+
+    def run(self, session: pytest.Session) -> int:
+        """Run the collected items; return the exit code for ``os._exit``."""
+        if self.spec.collect_only:
+            return 0
+        items = session.items
+        try:
+            for index, item in enumerate(items):
+                nextitem = items[index + 1] if index + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                if session.shouldfail or session.shouldstop:
+                    _teardown_all(session)
+                    break
+        except KeyboardInterrupt:
+            self.sender.send(INTERRUPTED)
+            return INTERRUPTED_EXIT
+        return 0
+
+
+def _teardown_all(session: pytest.Session) -> None:
+    """Finalize fixtures still set up when ``-x``/``--maxfail`` stops early.
+
+    Private pytest API, unavoidable: pytest itself does this from its
+    ``pytest_sessionfinish``, which a child never reaches (it would also write
+    the cache and junit XML).  ``tests/test_child.py`` fails loudly if the
+    attribute disappears.
+    """
+    session._setupstate.teardown_exact(None)
+
+
+def prepare(
+    config: pytest.Config, spec: ChildSpec, fd: int, parent: pytest.Collector | None
+) -> ChildPlugin:
+    """Turn this process's pytest into a child for ``spec``."""
+    manager = config.pluginmanager
+    reporter = manager.get_plugin("terminalreporter")
+    if reporter is not None:
+        manager.unregister(reporter)
+    # -x/--maxfail count across files: the parent passes the failures left.
+    config.option.maxfail = spec.maxfail
+    sender = Sender(fd)
+    plugin = ChildPlugin(config, spec, sender, parent)
+    manager.register(plugin, CHILD_PLUGIN_NAME)
+    sender.send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
+    return plugin
+
+
+def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
+    """Run the file, tell the parent, and end the process without sessionfinish."""
+    code = plugin.run(session)
+    if code == 0:
+        plugin.sender.send(FINISHED)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_forked(session: pytest.Session, parent: pytest.Collector, spec: ChildSpec, fd: int) -> None:
+    """Body of a forked child: reuse the parent's configured session for one file."""
+    config = session.config
+    controller = config.pluginmanager.get_plugin("isolation-controller")
+    if controller is not None:
+        config.pluginmanager.unregister(controller)
+    # Inherited counters would stop pytest's logic in the child early.
+    session.testsfailed = 0
+    _restart_capture(config)
+    plugin = prepare(config, spec, fd, parent)
+    config.hook.pytest_collection(session=session)
+    finish(session, plugin)
+
+
+def _restart_capture(config: pytest.Config) -> None:
+    """Give the child capture files of its own instead of the parent's."""
+    capman: Any = config.pluginmanager.get_plugin("capturemanager")
+    if capman is not None and capman.is_globally_capturing():
+        capman.stop_global_capturing()
+        capman.start_global_capturing()
+        capman.suspend_global_capture()
+
+
+def install_spawned(config: pytest.Config, spec: ChildSpec) -> None:
+    """Called from ``pytest_configure`` of a spawned interpreter."""
+    prepare(config, spec, spec.fd, None)

@@ -1,0 +1,238 @@
+"""The parent side of file mode: placeholders in, real reports out."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import threading
+from collections.abc import Generator
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_isolation import wire
+from pytest_isolation.child import run_forked
+from pytest_isolation.launch import Child
+from pytest_isolation.launch import describe_exit
+from pytest_isolation.launch import fork_child
+from pytest_isolation.launch import spawn_child
+from pytest_isolation.nodeargs import NodeArgs
+from pytest_isolation.nodeargs import split_node_args
+from pytest_isolation.placeholder import ChildCollectionError
+from pytest_isolation.placeholder import ChildTest
+from pytest_isolation.placeholder import IsolatedFile
+from pytest_isolation.placeholder import IsolatedFileItem
+from pytest_isolation.relay import FileRelay
+from pytest_isolation.settings import Settings
+from pytest_isolation.settings import resolve_start
+
+CONTROLLER_NAME = "isolation-controller"
+
+# Options of pytest's own selection whose work moves into the children, by dest.
+_CHILD_SELECTION_OPTIONS = {"keyword": "", "markexpr": "", "deselect": None}
+
+
+@contextlib.contextmanager
+def selection_deferred_to_children(config: pytest.Config) -> Iterator[None]:
+    """Hide ``-k``, ``-m`` and ``--deselect`` from the parent's item selection.
+
+    The parent only has one placeholder per file; the children apply the
+    selection to the real tests.  This relies on the ``dest`` names of
+    pytest's own options; ``tests/test_controller.py`` fails if they change.
+    """
+    option = config.option
+    saved = {name: getattr(option, name) for name in _CHILD_SELECTION_OPTIONS}
+    for name, blank in _CHILD_SELECTION_OPTIONS.items():
+        setattr(option, name, blank)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(option, name, value)
+
+
+def check_compatible(config: pytest.Config) -> None:
+    """Refuse option combinations file mode cannot honour."""
+    option = config.option
+    if os.name == "nt":
+        raise pytest.UsageError("--isolation-mode=file is not supported on Windows yet")
+    if getattr(option, "numprocesses", None) or getattr(option, "tx", None):
+        raise pytest.UsageError(
+            "--isolation-mode=file cannot be combined with pytest-xdist's -n/--tx yet; "
+            "drop one of them"
+        )
+    for flag, dest in (("--pdb", "usepdb"), ("--trace", "trace")):
+        if getattr(option, dest, False):
+            raise pytest.UsageError(
+                f"--isolation-mode=file cannot be combined with {flag}: the debugger would run "
+                f"in a child without a terminal; run the file without --isolation-mode=file"
+            )
+
+
+class FileModeController:
+    """Runs every test file in a child process and replays its reports."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.method, self.reason = resolve_start(settings.start)
+        self.node_args: NodeArgs | None = None
+        self.notfound: list[str] = []
+
+    # -- collection: one placeholder per test file, nothing imported ----------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collect_file(
+        self, file_path: Path, parent: pytest.Collector
+    ) -> Generator[None, list[pytest.Collector], list[pytest.Collector]]:
+        collectors = yield
+        if any(isinstance(c, pytest.Module) for c in collectors):
+            return [IsolatedFile.from_parent(parent, path=file_path)]
+        return collectors
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # before the session matches config.args
+    def pytest_collection(self, session: pytest.Session) -> Generator[None, object, object]:
+        config = self.config
+        original = config.args
+        if not config.option.pyargs:
+            self.node_args = split_node_args(original, config.invocation_params.dir)
+            config.args = self.node_args.paths
+        try:
+            return (yield)
+        finally:
+            config.args = original
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: -k/-m/--deselect see no placeholder
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None]:
+        with selection_deferred_to_children(self.config):
+            yield
+        dropped = [i for i in items if isinstance(i, ChildTest) and i.deselected_in_child]
+        if dropped:
+            items[:] = [i for i in items if i not in dropped]
+            self.config.hook.pytest_deselected(items=dropped)
+
+    def pytest_report_header(self) -> str:
+        return (
+            f"isolation: file mode, each test file in its own process "
+            f"(start method {self.method}: {self.reason})"
+        )
+
+    # -- running ----------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest's runner would run the placeholder here
+    def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
+        if not isinstance(item, IsolatedFileItem):
+            return None
+        file = item.parent
+        assert isinstance(file, IsolatedFile)
+        self.run_file(file)
+        return True
+
+    def run_file(self, file: IsolatedFile) -> None:
+        relay = FileRelay(file, self._not_found)
+        spec = wire.ChildSpec(path=str(file.path), selectors=self._selectors(file.path))
+        while True:
+            attempt = dataclasses.replace(
+                spec, skip=frozenset(relay.done), maxfail=self._failures_left()
+            )
+            child = self._relay(self._start(attempt, file), relay)
+            how = describe_exit(child.wait())
+            if relay.finished or not relay.crashed(how, child.stderr_tail()):
+                return
+            relay.next_attempt()
+
+    def collect_in_child(self, file: IsolatedFile) -> list[pytest.Item]:
+        """``--collect-only``: ask a child for the file's tests, return stand-ins."""
+        relay = FileRelay(file, self._not_found, collect_only=True)
+        spec = wire.ChildSpec(
+            path=str(file.path), selectors=self._selectors(file.path), collect_only=True
+        )
+        child = self._relay(self._start(spec, file), relay)
+        for report in relay.problems:
+            if report.skipped:
+                reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+                reason = reason.removeprefix("Skipped: ")
+                raise pytest.skip.Exception(reason, allow_module_level=True)
+            raise ChildCollectionError(report.longrepr)
+        if not relay.finished:
+            raise ChildCollectionError(
+                f"isolation: the process collecting {file.nodeid} {describe_exit(child.wait())}"
+                f"\n{child.stderr_tail()}"
+            )
+        tests = [ChildTest.for_nodeid(file, nodeid) for nodeid in relay.collected or ()]
+        dropped = [ChildTest.for_nodeid(file, nodeid, True) for nodeid in relay.deselected]
+        return tests + dropped
+
+    def _relay(self, child: Child, relay: FileRelay) -> Child:
+        """Replay the child's messages until it ends; end it on any error or Ctrl-C."""
+        try:
+            for kind, payload in wire.receive(child.stream):
+                relay.handle(kind, payload)
+            child.wait()
+        except BaseException:
+            child.kill()
+            child.wait()
+            child.close()
+            raise
+        if relay.finished:
+            _pass_through(child.stderr_text())
+        if relay.interrupted:
+            child.close()
+            raise KeyboardInterrupt
+        return child
+
+    def _start(self, spec: wire.ChildSpec, file: IsolatedFile) -> Child:
+        if self.method == "fork" and self.settings.start == "auto" and threading.active_count() > 1:
+            self.method, self.reason = "spawn", "auto: threads started during the run"
+            _write_line(self.config, "isolation: threads are running, starting children by spawn")
+        if self.method == "fork":
+            session, parent = file.session, file.parent
+            assert parent is not None
+            return fork_child(lambda fd: run_forked(session, parent, spec, fd))
+        params = self.config.invocation_params
+        return spawn_child(spec, list(params.args), str(params.dir))
+
+    def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
+        return None if self.node_args is None else self.node_args.selectors_for(path)
+
+    def _failures_left(self) -> int:
+        maxfail = int(self.config.getoption("maxfail") or 0)
+        if not maxfail:
+            return 0
+        return max(maxfail - self.config.stash[_SESSION].testsfailed, 1)
+
+    def _not_found(self, arg: str) -> None:
+        path, _, names = arg.partition("::")
+        relative = os.path.relpath(path, self.config.invocation_params.dir)
+        self.notfound.append(f"{relative}::{names}")
+
+    # -- end of the run ---------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.config.stash[_SESSION] = session
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal summary, which shows the exit status
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        for arg in self.notfound:
+            _write_line(self.config, f"ERROR: not found: {arg}")
+        if self.notfound:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+_SESSION = pytest.StashKey[pytest.Session]()
+
+
+def _pass_through(text: str) -> None:
+    """Show what a finished child wrote to stderr outside of any test (e.g. under ``-s``)."""
+    if text:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
+def _write_line(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)

@@ -1,0 +1,74 @@
+"""Collection nodes the parent uses in file mode, none of which imports a test module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from typing import Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_isolation.controller import FileModeController  # noqa: F401
+
+#: Name of the one placeholder item of each file (its node id is ``path::<isolated file>``).
+PLACEHOLDER_NAME = "<isolated file>"
+CONTROLLER_KEY = pytest.StashKey["FileModeController"]()
+
+
+class ChildCollectionError(Exception):
+    """A child reported that its file failed to collect (or died collecting it)."""
+
+    def __init__(self, longrepr: Any) -> None:
+        super().__init__(str(longrepr))
+        self.longrepr = longrepr
+
+
+class IsolatedFile(pytest.File):
+    """A test file whose tests are collected and run in a child process."""
+
+    def collect(self) -> Iterable[pytest.Item]:
+        controller = self.config.stash[CONTROLLER_KEY]
+        if self.config.option.collectonly:
+            return controller.collect_in_child(self)
+        return [IsolatedFileItem.from_parent(self, name=PLACEHOLDER_NAME)]
+
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: pytest.ExceptionInfo[BaseException]
+    ) -> Any:
+        if isinstance(excinfo.value, ChildCollectionError):
+            return excinfo.value.longrepr
+        return super().repr_failure(excinfo)
+
+
+class IsolatedFileItem(pytest.Item):
+    """Stands for all tests of one file; the controller runs them in a child."""
+
+    def runtest(self) -> None:
+        raise RuntimeError(f"{self.nodeid} runs in a child process, never in the parent")
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, ""
+
+
+class ChildTest(pytest.Item):
+    """A test that exists in a child process, named in the parent.
+
+    Used for ``--collect-only`` listings and for ``pytest_deselected``.
+    """
+
+    #: The child deselected it (-k, -m, --deselect, --lf); the parent drops it.
+    deselected_in_child = False
+
+    def runtest(self) -> None:
+        raise RuntimeError(f"{self.nodeid} runs in a child process, never in the parent")
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.name
+
+    @classmethod
+    def for_nodeid(cls, file: pytest.Collector, nodeid: str, deselected: bool = False) -> ChildTest:
+        name = nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+        item = cls.from_parent(file, name=name, nodeid=nodeid)
+        item.deselected_in_child = deselected
+        return item

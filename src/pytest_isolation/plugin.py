@@ -1,0 +1,58 @@
+"""Entry module of the ``isolation`` pytest plugin: options, ini keys and wiring."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_isolation.settings import MODES
+from pytest_isolation.settings import START_METHODS
+from pytest_isolation.settings import Settings
+from pytest_isolation.wire import CHILD_ENV
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
+    group.addoption(
+        "--isolation-mode",
+        dest="isolation_mode",
+        default=None,
+        metavar="|".join(MODES),
+        help="file: run every test file in a process of its own. "
+        "Default: off (ini isolation_mode).",
+    )
+    group.addoption(
+        "--isolation-start",
+        dest="isolation_start",
+        default=None,
+        metavar="|".join(START_METHODS),
+        help="How file mode starts a child: fork, spawn, or auto (fork on Linux unless threads "
+        "run, spawn elsewhere). Default: auto (ini isolation_start).",
+    )
+    parser.addini("isolation_mode", "Default of --isolation-mode (off or file).", default="off")
+    parser.addini(
+        "isolation_start", "Default of --isolation-start (auto, fork or spawn).", default="auto"
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter
+def pytest_configure(config: pytest.Config) -> None:
+    child = os.environ.pop(CHILD_ENV, None)
+    if child is not None:
+        from pytest_isolation.child import install_spawned
+        from pytest_isolation.wire import ChildSpec
+
+        install_spawned(config, ChildSpec.from_env(child))
+        return
+    settings = Settings.from_config(config)
+    if settings.mode == "file":
+        from pytest_isolation.controller import CONTROLLER_NAME
+        from pytest_isolation.controller import FileModeController
+        from pytest_isolation.controller import check_compatible
+        from pytest_isolation.placeholder import CONTROLLER_KEY
+
+        check_compatible(config)
+        controller = FileModeController(config, settings)
+        config.stash[CONTROLLER_KEY] = controller
+        config.pluginmanager.register(controller, CONTROLLER_NAME)

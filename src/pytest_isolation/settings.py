@@ -1,0 +1,50 @@
+"""Settings of the plugin, read once from the command line and the ini file."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+
+import pytest
+
+MODES = ("off", "file")
+START_METHODS = ("auto", "fork", "spawn")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    mode: str = "off"
+    start: str = "auto"
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        return cls(
+            mode=_choice(config, "isolation_mode", MODES),
+            start=_choice(config, "isolation_start", START_METHODS),
+        )
+
+
+def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
+    """The command-line value if given, else the ini value, checked against ``choices``."""
+    value = config.getoption(dest)
+    source = "--" + dest.replace("_", "-")
+    if value is None:
+        value = str(config.getini(dest)).strip()
+        source = f"{dest} (ini)"
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
+    return str(value)
+
+
+def resolve_start(start: str) -> tuple[str, str]:
+    """The start method to use and why, for ``auto``: fork on Linux unless threads run."""
+    if start != "auto":
+        return start, "requested"
+    if not hasattr(os, "fork") or sys.platform != "linux":
+        return "spawn", f"auto: fork is not the safe default on {sys.platform}"
+    if threading.active_count() > 1:
+        return "spawn", "auto: other threads are running in this process, fork is unsafe"
+    return "fork", "auto"

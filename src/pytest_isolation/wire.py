@@ -1,0 +1,105 @@
+"""The parent/child wire protocol of file mode.
+
+A child process sends length-prefixed pickled ``(kind, payload)`` tuples over
+one pipe.  Reports travel as the dicts made by pytest's own
+``pytest_report_to_serializable`` hook, so nothing here depends on the
+internals of pytest's report classes.  This module is imported by the child:
+it must stay stdlib-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import struct
+from collections.abc import Iterator
+from typing import Any
+from typing import BinaryIO
+
+#: Bumped whenever a message kind or payload changes shape.
+PROTOCOL_VERSION = 1
+
+#: Environment variable that tells a spawned interpreter it is a file-mode child.
+CHILD_ENV = "PYTEST_ISOLATION_CHILD"
+
+_HEADER = struct.Struct(">I")
+
+# Message kinds, in the order a child normally sends them.
+HELLO = "hello"
+COLLECTREPORT = "collectreport"
+DESELECTED = "deselected"
+NOTFOUND = "notfound"
+COLLECTED = "collected"
+LOGSTART = "logstart"
+REPORT = "report"
+WARNING = "warning"
+LOGFINISH = "logfinish"
+INTERRUPTED = "interrupted"
+FINISHED = "finished"
+
+Message = tuple[str, dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildSpec:
+    """What the parent asks one child to do."""
+
+    #: Absolute path of the test file.
+    path: str
+    #: ``::``-name tuples from ``path::name`` arguments; ``None`` runs the whole file.
+    selectors: tuple[tuple[str, ...], ...] | None = None
+    #: Node ids already run by an earlier child of the same file (crash resume).
+    skip: frozenset[str] = frozenset()
+    #: Failures left before ``-x``/``--maxfail`` stops the run; 0 means no limit.
+    maxfail: int = 0
+    #: Only collect and announce the node ids.
+    collect_only: bool = False
+    #: Spawn only: the write end of the pipe, and ``sys.path[0]`` of the parent.
+    fd: int = -1
+    path0: str = ""
+
+    def to_env(self) -> str:
+        data = dataclasses.asdict(self)
+        data["skip"] = sorted(self.skip)
+        return json.dumps(data)
+
+    @classmethod
+    def from_env(cls, text: str) -> ChildSpec:
+        data = json.loads(text)
+        selectors = data["selectors"]
+        data["selectors"] = None if selectors is None else tuple(map(tuple, selectors))
+        data["skip"] = frozenset(data["skip"])
+        return cls(**data)
+
+
+class Sender:
+    """The child's end: writes whole messages to a pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, kind: str, **payload: Any) -> None:
+        body = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_HEADER.pack(len(body)) + body)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+
+def receive(stream: BinaryIO) -> Iterator[Message]:
+    """Yield messages until the child closes its end (exit or crash).
+
+    A message cut short by a dying child is dropped: the caller learns of the
+    death from the process status, not from a half message.
+    """
+    while True:
+        header = stream.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return
+        (size,) = _HEADER.unpack(header)
+        body = stream.read(size)
+        if len(body) < size:
+            return
+        kind, payload = pickle.loads(body)
+        yield kind, payload
