@@ -34,8 +34,11 @@ from pytest_isolation.wire import REPORT
 from pytest_isolation.wire import WARNING
 from pytest_isolation.wire import ChildSpec
 from pytest_isolation.wire import Sender
+from pytest_isolation.wire import receive
 
 CHILD_PLUGIN_NAME = "isolation-child"
+#: Name under which the parent registers its controller (unregistered in a child).
+CONTROLLER_NAME = "isolation-controller"
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2
 
@@ -57,18 +60,22 @@ def matches(nodeid: str, selector: Sequence[str]) -> bool:
 class ChildPlugin:
     """Streams one file's collection and run to the parent."""
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        spec: ChildSpec,
-        sender: Sender,
-        parent_collector: pytest.Collector | None,
-    ) -> None:
+    def __init__(self, config: pytest.Config, sender: Sender) -> None:
         self.config = config
-        self.spec = spec
         self.sender = sender
+        self.spec = ChildSpec(path="")
         #: The directory collector of the file in a forked child; ``None`` when spawned.
+        self.parent_collector: pytest.Collector | None = None
+        #: pytest_warning_recorded is historic: registering replays the parent's
+        #: past warnings, which the parent has already shown.
+        self.live = False
+
+    def start(self, spec: ChildSpec, parent_collector: pytest.Collector | None) -> None:
+        self.spec = spec
         self.parent_collector = parent_collector
+        # -x/--maxfail count across files: the parent passes the failures left.
+        self.config.option.maxfail = spec.maxfail
+        self.sender.send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
 
     @pytest.hookimpl(tryfirst=True)  # replaces the session's walk of every argument
     def pytest_collection(self, session: pytest.Session) -> bool:
@@ -126,6 +133,8 @@ class ChildPlugin:
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
+        if not self.live:
+            return
         category = warning_message.category
         self.sender.send(
             WARNING,
@@ -179,43 +188,57 @@ def _teardown_all(session: pytest.Session) -> None:
     session._setupstate.teardown_exact(None)
 
 
-def prepare(
-    config: pytest.Config, spec: ChildSpec, fd: int, parent: pytest.Collector | None
-) -> ChildPlugin:
-    """Turn this process's pytest into a child for ``spec``."""
+def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
+    """Turn this process's pytest into a child that reports on ``fd``."""
     manager = config.pluginmanager
     reporter = manager.get_plugin("terminalreporter")
     if reporter is not None:
         manager.unregister(reporter)
-    # -x/--maxfail count across files: the parent passes the failures left.
-    config.option.maxfail = spec.maxfail
-    sender = Sender(fd)
-    plugin = ChildPlugin(config, spec, sender, parent)
+    plugin = ChildPlugin(config, Sender(fd))
     manager.register(plugin, CHILD_PLUGIN_NAME)
-    sender.send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
+    plugin.live = True
     return plugin
 
 
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     """Run the file, tell the parent, and end the process without sessionfinish."""
     code = plugin.run(session)
-    if code == 0:
-        plugin.sender.send(FINISHED)
     sys.stdout.flush()
     sys.stderr.flush()
+    if code == 0:
+        plugin.sender.send(FINISHED)
     os._exit(code)
 
 
-def run_forked(session: pytest.Session, parent: pytest.Collector, spec: ChildSpec, fd: int) -> None:
-    """Body of a forked child: reuse the parent's configured session for one file."""
+def run_forked(
+    session: pytest.Session,
+    control_fd: int,
+    fd: int,
+    parent: pytest.Collector | None = None,
+) -> None:
+    """Body of a forked child: prepare, wait for the file to run, run it.
+
+    ``parent`` is the file's directory collector when known at fork time;
+    a child forked ahead of time finds it from the item index it is sent.
+    """
     config = session.config
-    controller = config.pluginmanager.get_plugin("isolation-controller")
+    controller = config.pluginmanager.get_plugin(CONTROLLER_NAME)
     if controller is not None:
         config.pluginmanager.unregister(controller)
     # Inherited counters would stop pytest's logic in the child early.
     session.testsfailed = 0
     _restart_capture(config)
-    plugin = prepare(config, spec, fd, parent)
+    plugin = prepare(config, fd)
+    with os.fdopen(control_fd, "rb") as control:
+        message = next(receive(control), None)
+    if message is None:  # the parent no longer needs this child
+        os._exit(0)
+    payload = message[1]
+    if parent is None:
+        placeholder = session.items[payload["index"]].parent
+        assert placeholder is not None
+        parent = placeholder.parent
+    plugin.start(payload["spec"], parent)
     config.hook.pytest_collection(session=session)
     finish(session, plugin)
 
@@ -224,11 +247,15 @@ def _restart_capture(config: pytest.Config) -> None:
     """Give the child capture files of its own instead of the parent's."""
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
     if capman is not None and capman.is_globally_capturing():
+        # Stopping puts back the parent's original stderr; keep the child's.
+        stderr = os.dup(2)
         capman.stop_global_capturing()
+        os.dup2(stderr, 2)
+        os.close(stderr)
         capman.start_global_capturing()
         capman.suspend_global_capture()
 
 
 def install_spawned(config: pytest.Config, spec: ChildSpec) -> None:
     """Called from ``pytest_configure`` of a spawned interpreter."""
-    prepare(config, spec, spec.fd, None)
+    prepare(config, spec.fd).start(spec, None)

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_isolation import wire
+from pytest_isolation.child import CONTROLLER_NAME
 from pytest_isolation.child import run_forked
 from pytest_isolation.launch import Child
+from pytest_isolation.launch import Warm
 from pytest_isolation.launch import describe_exit
-from pytest_isolation.launch import fork_child
+from pytest_isolation.launch import fork_warm
 from pytest_isolation.launch import spawn_child
 from pytest_isolation.nodeargs import NodeArgs
 from pytest_isolation.nodeargs import split_node_args
@@ -29,7 +31,7 @@ from pytest_isolation.relay import FileRelay
 from pytest_isolation.settings import Settings
 from pytest_isolation.settings import resolve_start
 
-CONTROLLER_NAME = "isolation-controller"
+__all__ = ["CONTROLLER_NAME", "FileModeController", "check_compatible"]
 
 # Options of pytest's own selection whose work moves into the children, by dest.
 _CHILD_SELECTION_OPTIONS = {"keyword": "", "markexpr": "", "deselect": None}
@@ -81,6 +83,13 @@ class FileModeController:
         self.method, self.reason = resolve_start(settings.start)
         self.node_args: NodeArgs | None = None
         self.notfound: list[str] = []
+        #: A forked child prepared ahead of time for the next file.
+        self.warm: Warm | None = None
+        #: Index of each placeholder in session.items, for children forked ahead.
+        self.positions: dict[pytest.Item, int] = {}
+        #: Children that finished and still need reaping.
+        self.exited: list[Child] = []
+        config.add_cleanup(self.close)
 
     # -- collection: one placeholder per test file, nothing imported ----------
 
@@ -114,6 +123,9 @@ class FileModeController:
             items[:] = [i for i in items if i not in dropped]
             self.config.hook.pytest_deselected(items=dropped)
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.positions = {item: index for index, item in enumerate(session.items)}
+
     def pytest_report_header(self) -> str:
         return (
             f"isolation: file mode, each test file in its own process "
@@ -123,34 +135,39 @@ class FileModeController:
     # -- running ----------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)  # before pytest's runner would run the placeholder here
-    def pytest_runtest_protocol(self, item: pytest.Item) -> bool | None:
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> bool | None:
         if not isinstance(item, IsolatedFileItem):
             return None
         file = item.parent
         assert isinstance(file, IsolatedFile)
-        self.run_file(file)
+        self.run_file(file, self.positions[item], isinstance(nextitem, IsolatedFileItem))
         return True
 
-    def run_file(self, file: IsolatedFile) -> None:
+    def run_file(self, file: IsolatedFile, index: int, more: bool) -> None:
+        """Run one file in a child, and the rest of it in new ones after crashes."""
         relay = FileRelay(file, self._not_found)
         spec = wire.ChildSpec(path=str(file.path), selectors=self._selectors(file.path))
         while True:
             attempt = dataclasses.replace(
                 spec, skip=frozenset(relay.done), maxfail=self._failures_left()
             )
-            child = self._relay(self._start(attempt, file), relay)
+            child = self._relay(self._start(attempt, file, index, more), relay)
             how = describe_exit(child.wait())
             if relay.finished or not relay.crashed(how, child.stderr_tail()):
                 return
             relay.next_attempt()
 
-    def collect_in_child(self, file: IsolatedFile) -> list[pytest.Item]:
+    def collect_in_child(self, file: IsolatedFile) -> list[ChildTest]:
         """``--collect-only``: ask a child for the file's tests, return stand-ins."""
         relay = FileRelay(file, self._not_found, collect_only=True)
         spec = wire.ChildSpec(
             path=str(file.path), selectors=self._selectors(file.path), collect_only=True
         )
         child = self._relay(self._start(spec, file), relay)
+        if not relay.finished:
+            child.wait()
         for report in relay.problems:
             if report.skipped:
                 reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
@@ -167,11 +184,15 @@ class FileModeController:
         return tests + dropped
 
     def _relay(self, child: Child, relay: FileRelay) -> Child:
-        """Replay the child's messages until it ends; end it on any error or Ctrl-C."""
+        """Replay the child's messages until it finishes or dies.
+
+        Any error or Ctrl-C in the parent ends the child first.
+        """
         try:
             for kind, payload in wire.receive(child.stream):
                 relay.handle(kind, payload)
-            child.wait()
+                if relay.finished:
+                    break
         except BaseException:
             child.kill()
             child.wait()
@@ -179,21 +200,48 @@ class FileModeController:
             raise
         if relay.finished:
             _pass_through(child.stderr_text())
-        if relay.interrupted:
             child.close()
+            self.exited.append(child)  # reaped later, while the next file runs
+        if relay.interrupted:
+            child.kill()
             raise KeyboardInterrupt
         return child
 
-    def _start(self, spec: wire.ChildSpec, file: IsolatedFile) -> Child:
+    def _start(
+        self, spec: wire.ChildSpec, file: IsolatedFile, index: int = -1, more: bool = False
+    ) -> Child:
+        self.exited = [child for child in self.exited if not child.poll()]
         if self.method == "fork" and self.settings.start == "auto" and threading.active_count() > 1:
             self.method, self.reason = "spawn", "auto: threads started during the run"
             _write_line(self.config, "isolation: threads are running, starting children by spawn")
-        if self.method == "fork":
-            session, parent = file.session, file.parent
-            assert parent is not None
-            return fork_child(lambda fd: run_forked(session, parent, spec, fd))
-        params = self.config.invocation_params
-        return spawn_child(spec, list(params.args), str(params.dir))
+            self._discard_warm()
+        if self.method == "spawn":
+            params = self.config.invocation_params
+            return spawn_child(spec, list(params.args), str(params.dir))
+        warm = self.warm if index >= 0 and self.warm is not None else self._fork(file)
+        self.warm = None
+        child = warm.activate(spec, index)
+        if more:
+            self.warm = self._fork(None)
+        return child
+
+    def _fork(self, file: IsolatedFile | None) -> Warm:
+        """Fork a child for ``file``, or, without one, for whichever file comes next."""
+        session = self.config.stash[_SESSION]
+        parent = None if file is None else file.parent
+        return fork_warm(lambda control, fd: run_forked(session, control, fd, parent))
+
+    def _discard_warm(self) -> None:
+        if self.warm is not None:
+            self.warm.discard()
+            self.warm = None
+
+    def close(self) -> None:
+        """End the run's children: the unused warm one, and reap the finished ones."""
+        self._discard_warm()
+        for child in self.exited:
+            child.wait()
+        self.exited = []
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import gc
 import os
 import signal
 import subprocess
@@ -20,7 +21,9 @@ from typing import IO
 from typing import BinaryIO
 
 from pytest_isolation.wire import CHILD_ENV
+from pytest_isolation.wire import START
 from pytest_isolation.wire import ChildSpec
+from pytest_isolation.wire import Sender
 
 #: How much of a dead child's stderr goes into its failure report.
 STDERR_TAIL_BYTES = 4000
@@ -44,6 +47,17 @@ class Child:
     stderr: IO[bytes]
     process: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
+
+    def poll(self) -> bool:
+        """Reap the child if it has exited; return whether it has."""
+        if self.returncode is None:
+            if self.process is not None:
+                self.returncode = self.process.poll()
+            else:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode is not None
 
     def wait(self) -> int:
         """Reap the child; return its exit code, negative for a signal."""
@@ -90,29 +104,65 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def fork_child(body: Callable[[int], None]) -> Child:
-    """Fork; the child runs ``body(write_fd)`` and never returns into the caller."""
+@dataclasses.dataclass
+class Warm:
+    """A forked child that has prepared itself and waits to be told its file.
+
+    Forking and preparing the next child while the current one runs takes
+    both off the critical path of a run.
+    """
+
+    pid: int
+    control: int
+    stream: BinaryIO
+    stderr: IO[bytes]
+
+    def activate(self, spec: ChildSpec, index: int) -> Child:
+        """Send the file to run (``index``: its placeholder in ``session.items``)."""
+        try:
+            Sender(self.control).send(START, spec=spec, index=index)
+        finally:
+            os.close(self.control)
+        return Child(self.pid, self.stream, self.stderr)
+
+    def discard(self) -> None:
+        """Let the child go unused: it exits when its control pipe closes."""
+        os.close(self.control)
+        self.stream.close()
+        self.stderr.close()
+        os.waitpid(self.pid, 0)
+
+
+def fork_warm(body: Callable[[int, int], None]) -> Warm:
+    """Fork a child that runs ``body(control_fd, write_fd)`` and never returns."""
+    control_read, control_write = os.pipe()
     read_fd, write_fd = os.pipe()
-    stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Child
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Warm
     sys.stdout.flush()
     sys.stderr.flush()
+    # Frozen objects are skipped by the child's garbage collector, which would
+    # otherwise touch, and so copy, every page of the parent's heap.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         code = 3
         try:
+            os.close(control_write)
             os.close(read_fd)
             os.setsid()
             os.dup2(stderr.fileno(), 2)
             if faulthandler.is_enabled():  # a fatal error's traceback goes to the stderr tail
                 faulthandler.enable(sys.stderr)
-            body(write_fd)
+            body(control_read, write_fd)
             code = 0
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(code)
+    gc.unfreeze()
+    os.close(control_read)
     os.close(write_fd)
-    return Child(pid, os.fdopen(read_fd, "rb"), stderr)
+    return Warm(pid, control_write, os.fdopen(read_fd, "rb"), stderr)
 
 
 def spawn_child(spec: ChildSpec, args: list[str], cwd: str) -> Child:

@@ -26,6 +26,9 @@ CHILD_ENV = "PYTEST_ISOLATION_CHILD"
 
 _HEADER = struct.Struct(">I")
 
+# Parent to a prepared (warm) forked child: the spec and the file's item index.
+START = "start"
+
 # Message kinds, in the order a child normally sends them.
 HELLO = "hello"
 COLLECTREPORT = "collectreport"

@@ -1,0 +1,33 @@
+"""Shared helpers: inner pytest runs load only what they name."""
+
+from __future__ import annotations
+
+import pytest
+
+#: Every inner run is bounded (seconds).
+TIMEOUT = 120
+
+FILE_MODE = ("-p", "isolation", "--isolation-mode=file")
+
+
+@pytest.fixture(autouse=True)
+def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner runs see only the plugins they load explicitly."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+
+@pytest.fixture(params=["fork", "spawn"])
+def start(request: pytest.FixtureRequest) -> str:
+    """Both start methods of file mode."""
+    return str(request.param)
+
+
+def run_file_mode(pytester: pytest.Pytester, start: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        *FILE_MODE, f"--isolation-start={start}", *args, timeout=TIMEOUT
+    )
+
+
+def run_plain(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*args, timeout=TIMEOUT)

@@ -1,0 +1,245 @@
+"""File mode reports what a plain run reports, for both start methods."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+from conftest import run_file_mode
+from conftest import run_plain
+
+MIXED = {
+    "conftest.py": """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def session_value():
+            return 42
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("fixture setup broke")
+    """,
+    "test_outcomes.py": """
+        import logging
+        import sys
+        import warnings
+        import pytest
+
+        def test_pass(session_value):
+            assert session_value == 42
+
+        def test_fail():
+            print("stdout of test_fail")
+            sys.stderr.write("stderr of test_fail\\n")
+            logging.getLogger("t").warning("log of test_fail")
+            assert 1 + 1 == 3
+
+        def test_error(broken):
+            pass
+
+        def test_skip():
+            pytest.skip("not today")
+
+        @pytest.mark.xfail(reason="known")
+        def test_xfail():
+            assert False
+
+        @pytest.mark.xfail(reason="fixed?")
+        def test_xpass():
+            pass
+
+        def test_warns():
+            warnings.warn(UserWarning("careful"))
+
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_param(n):
+            assert n != 2
+
+        @pytest.mark.slow
+        def test_marked():
+            pass
+    """,
+    "pkg/__init__.py": "",
+    "pkg/conftest.py": """
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def module_value():
+            return "m"
+    """,
+    "pkg/test_classes.py": """
+        import unittest
+
+        class TestThings:
+            def test_method(self, module_value):
+                assert module_value == "m"
+
+            def test_method_fails(self):
+                assert [1, 2] == [1, 3]
+
+        class CaseTest(unittest.TestCase):
+            def setUp(self):
+                self.value = 1
+
+            def test_unit(self):
+                self.assertEqual(self.value, 1)
+
+            def test_unit_fails(self):
+                self.assertEqual(self.value, 2)
+    """,
+    "test_empty.py": "x = 1\n",
+}
+
+INI = """
+    [pytest]
+    markers =
+        slow: slow tests
+    junit_family = xunit1
+"""
+
+
+@pytest.fixture
+def mixed(pytester: pytest.Pytester) -> pytest.Pytester:
+    for name, text in MIXED.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(__import__("textwrap").dedent(text))
+    pytester.makeini(INI)
+    return pytester
+
+
+def result_lines(result: pytest.RunResult) -> list[str]:
+    """The ``-v`` result lines, without the progress column."""
+    pattern = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)")
+    found = (pattern.match(line) for line in result.outlines)
+    return sorted(f"{m[1]} {m[2]}" for m in found if m)
+
+
+def short_summary(result: pytest.RunResult) -> list[str]:
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "short test summary info" in line)
+    return sorted(line for line in lines[start + 1 : -1])
+
+
+def junit_cases(path: str) -> list[tuple[str, str, str, str]]:
+    cases = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = ",".join(sorted(child.tag for child in case if child.tag != "properties"))
+        message = next((c.get("message", "") for c in case if c.tag in ("failure", "error")), "")
+        cases.append((case.get("classname", ""), case.get("name", ""), outcome, message))
+    return sorted(cases)
+
+
+def test_summary_counts_and_lines_match(mixed: pytest.Pytester, start: str) -> None:
+    args = ("-v", "-rA", "-p", "no:randomly")
+    plain = run_plain(mixed, *args)
+    isolated = run_file_mode(mixed, start, *args)
+    assert plain.parseoutcomes() == isolated.parseoutcomes()
+    assert isolated.parseoutcomes() == {
+        "failed": 4,
+        "passed": 7,
+        "skipped": 1,
+        "xfailed": 1,
+        "xpassed": 1,
+        "errors": 1,
+        "warnings": 1,
+    }
+    assert result_lines(plain) == result_lines(isolated)
+    assert short_summary(plain) == short_summary(isolated)
+    assert plain.ret == isolated.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_failure_sections_and_warnings_summary(mixed: pytest.Pytester, start: str) -> None:
+    result = run_file_mode(mixed, start)
+    result.stdout.fnmatch_lines(
+        [
+            "*- Captured stdout call -*",
+            "stdout of test_fail",
+            "*- Captured stderr call -*",
+            "stderr of test_fail",
+            "*- Captured log call -*",
+            "WARNING  t:test_outcomes.py:* log of test_fail",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["*= warnings summary =*", "test_outcomes.py::test_warns", "*UserWarning: careful"]
+    )
+    result.stdout.fnmatch_lines(["*fixture setup broke*"])
+
+
+def test_junit_has_one_case_per_test(mixed: pytest.Pytester, start: str) -> None:
+    plain = run_plain(mixed, "--junitxml=plain.xml")
+    isolated = run_file_mode(mixed, start, "--junitxml=isolated.xml")
+    assert plain.ret == isolated.ret == 1
+    plain_cases = junit_cases(str(mixed.path / "plain.xml"))
+    assert junit_cases(str(mixed.path / "isolated.xml")) == plain_cases
+    assert len(plain_cases) == 15
+
+
+def test_collect_only_ids_match(mixed: pytest.Pytester, start: str) -> None:
+    plain = run_plain(mixed, "--collect-only", "-q")
+    isolated = run_file_mode(mixed, start, "--collect-only", "-q")
+    assert plain.ret == isolated.ret == 0
+    ids = [line for line in plain.outlines if "::" in line]
+    assert len(ids) == 15
+    assert [line for line in isolated.outlines if "::" in line] == ids
+    isolated.stdout.fnmatch_lines(["15 tests collected*"])
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        ("-k", "param or method"),
+        ("-m", "slow"),
+        ("-m", "not slow", "-k", "not fails"),
+        ("--deselect", "test_outcomes.py::test_fail", "--deselect", "pkg/test_classes.py"),
+        ("test_outcomes.py::test_param", "pkg/test_classes.py::TestThings"),
+        ("test_outcomes.py::test_param[3]", "pkg/test_classes.py::CaseTest::test_unit"),
+    ],
+    ids=["keyword", "mark", "both", "deselect", "node-ids", "exact-ids"],
+)
+def test_selection_selects_the_same_tests(
+    mixed: pytest.Pytester, start: str, selection: tuple[str, ...]
+) -> None:
+    plain = run_plain(mixed, "-v", *selection)
+    isolated = run_file_mode(mixed, start, "-v", *selection)
+    assert result_lines(isolated) == result_lines(plain)
+    assert result_lines(plain)
+    assert isolated.parseoutcomes() == plain.parseoutcomes()
+    assert isolated.ret == plain.ret
+
+
+def test_collect_only_with_keyword_counts_deselected(mixed: pytest.Pytester, start: str) -> None:
+    plain = run_plain(mixed, "--collect-only", "-q", "-k", "param")
+    isolated = run_file_mode(mixed, start, "--collect-only", "-q", "-k", "param")
+    assert isolated.outlines[:3] == plain.outlines[:3]
+    isolated.stdout.fnmatch_lines(["3/15 tests collected (12 deselected)*"])
+
+
+def test_durations_lists_child_tests(mixed: pytest.Pytester, start: str) -> None:
+    result = run_file_mode(mixed, start, "--durations=0", "--durations-min=0")
+    result.stdout.fnmatch_lines(["*slowest durations*", "*call*test_outcomes.py::test_pass*"])
+
+
+def test_exit_code_no_tests_collected(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(test_nothing="x = 1\n")
+    result = run_file_mode(pytester, start)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*no tests ran*"])
+
+
+def test_exit_code_all_deselected(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(test_one="def test_a(): pass\n")
+    plain = run_plain(pytester, "-k", "nomatch")
+    isolated = run_file_mode(pytester, start, "-k", "nomatch")
+    assert isolated.ret == plain.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    isolated.stdout.fnmatch_lines(["*1 deselected*"])
+
+
+def test_exit_code_passing_run(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(test_one="def test_a(): pass\n", test_two="def test_b(): pass\n")
+    result = run_file_mode(pytester, start)
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=2)
