@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from conftest import run_file_mode
 from conftest import run_plain
 

@@ -122,6 +122,21 @@ class FileModeController:
         if dropped:
             items[:] = [i for i in items if i not in dropped]
             self.config.hook.pytest_deselected(items=dropped)
+        self._skip_files_without_failures(items)
+
+    def _skip_files_without_failures(self, items: list[pytest.Item]) -> None:
+        """``--lf``: like pytest, leave out files with no recorded failure.
+
+        pytest decides that from the tests a file collects, which only the
+        children see; the parent decides from the file paths in the cache.
+        """
+        cache: pytest.Cache | None = getattr(self.config, "cache", None)  # no:cacheprovider
+        if not self.config.getoption("lf") or cache is None:
+            return
+        root = self.config.rootpath
+        failed = {root / nodeid.split("::")[0] for nodeid in cache.get("cache/lastfailed", {})}
+        if any(isinstance(i, IsolatedFileItem) and i.path in failed for i in items):
+            items[:] = [i for i in items if not isinstance(i, IsolatedFileItem) or i.path in failed]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.positions = {item: index for index, item in enumerate(session.items)}

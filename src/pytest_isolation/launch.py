@@ -25,8 +25,10 @@ from pytest_isolation.wire import START
 from pytest_isolation.wire import ChildSpec
 from pytest_isolation.wire import Sender
 
-#: How much of a dead child's stderr goes into its failure report.
-STDERR_TAIL_BYTES = 4000
+#: How much of a dead child's stderr goes into its failure report: enough for
+#: a faulthandler dump of a deep stack after the test's own last words.
+STDERR_TAIL_BYTES = 12000
+STDERR_TAIL_LINES = 100
 
 # Run by a spawned interpreter: put back the parent's sys.path[0] (``python -m
 # pytest`` and the ``pytest`` script differ there), then run pytest as usual.
@@ -34,7 +36,7 @@ _SPAWN_CODE = (
     "import json, os, sys\n"
     f"sys.path[0] = json.loads(os.environ[{CHILD_ENV!r}])['path0']\n"
     "import pytest\n"
-    "raise SystemExit(pytest.console_main())\n"
+    "raise SystemExit(pytest.main())\n"
 )
 
 
@@ -86,7 +88,8 @@ class Child:
         self.stderr.seek(0, os.SEEK_END)
         size = self.stderr.tell()
         self.stderr.seek(max(0, size - STDERR_TAIL_BYTES))
-        return self.stderr.read().decode(errors="replace")
+        lines = self.stderr.read().decode(errors="replace").splitlines()
+        return "\n".join(lines[-STDERR_TAIL_LINES:])
 
     def close(self) -> None:
         self.stream.close()
@@ -151,8 +154,10 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
             os.close(read_fd)
             os.setsid()
             os.dup2(stderr.fileno(), 2)
-            if faulthandler.is_enabled():  # a fatal error's traceback goes to the stderr tail
-                faulthandler.enable(sys.stderr)
+            if faulthandler.is_enabled():
+                # A fatal error's traceback goes to the stderr tail, on an fd of
+                # its own: pytest's capture points fd 2 elsewhere during tests.
+                faulthandler.enable(os.dup(2))
             body(control_read, write_fd)
             code = 0
         except BaseException:
