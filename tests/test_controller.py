@@ -170,6 +170,11 @@ def test_last_failed_across_runs(pytester: pytest.Pytester, start: str) -> None:
     third.stdout.fnmatch_lines(["test_a.py::test_bad FAILED*", "test_a.py::test_ok PASSED*"])
 
 
+def test_runs_without_the_cache_plugin(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(test_a="def test_1(): pass\n")
+    run_file_mode(pytester, start, "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
 def test_collection_error_is_reported_and_other_files_run(
     pytester: pytest.Pytester, start: str
 ) -> None:

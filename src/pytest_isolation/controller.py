@@ -131,7 +131,7 @@ class FileModeController:
         children see; the parent decides from the file paths in the cache.
         """
         cache: pytest.Cache | None = getattr(self.config, "cache", None)  # no:cacheprovider
-        if not self.config.getoption("lf") or cache is None:
+        if cache is None or not self.config.getoption("lf", False):
             return
         root = self.config.rootpath
         failed = {root / nodeid.split("::")[0] for nodeid in cache.get("cache/lastfailed", {})}
@@ -169,8 +169,9 @@ class FileModeController:
                 spec, skip=frozenset(relay.done), maxfail=self._failures_left()
             )
             child = self._relay(self._start(attempt, file, index, more), relay)
-            how = describe_exit(child.wait())
-            if relay.finished or not relay.crashed(how, child.stderr_tail()):
+            if relay.finished:
+                return
+            if not relay.crashed(describe_exit(child.wait()), child.stderr_tail()):
                 return
             relay.next_attempt()
 
