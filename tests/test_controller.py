@@ -305,6 +305,27 @@ def test_node_id_not_found_is_a_usage_error(pytester: pytest.Pytester, start: st
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
+def test_pytest_exit_in_a_child_ends_the_run(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(
+        test_a="import pytest\ndef test_1(): pytest.exit('enough', returncode=3)\n",
+        test_b="def test_2(): pass\n",
+    )
+    plain = run_plain(pytester, "-p", "no:randomly")
+    isolated = run_file_mode(pytester, start, "-p", "no:randomly")
+    assert isolated.ret == plain.ret == 3
+    isolated.stdout.fnmatch_lines(["*_pytest.outcomes.Exit: enough*"])
+    isolated.stdout.no_fnmatch_line("*test_b*")
+
+
+def test_keyboard_interrupt_in_a_test_interrupts_the_run(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(test_a="def test_1(): raise KeyboardInterrupt\n")
+    result = run_file_mode(pytester, start)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+
+
 def test_disabled_plugin_gives_a_plain_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_a_polluter=POLLUTER, test_b_victim=VICTIM)
     result = pytester.runpytest_subprocess(

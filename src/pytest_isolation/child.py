@@ -172,7 +172,10 @@ class ChildPlugin:
                     _teardown_all(session)
                     break
         except KeyboardInterrupt:
-            self.sender.send(INTERRUPTED)
+            self.sender.send(INTERRUPTED, reason=None, returncode=None)
+            return INTERRUPTED_EXIT
+        except pytest.exit.Exception as stop:  # pytest.exit() ends the whole run
+            self.sender.send(INTERRUPTED, reason=stop.msg, returncode=stop.returncode)
             return INTERRUPTED_EXIT
         return 0
 

@@ -220,6 +220,8 @@ class FileModeController:
             self.exited.append(child)  # reaped later, while the next file runs
         if relay.interrupted:
             child.kill()
+            if relay.exit_reason is not None:
+                pytest.exit(relay.exit_reason, relay.exit_code)
             raise KeyboardInterrupt
         return child
 
@@ -278,12 +280,14 @@ class FileModeController:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.config.stash[_SESSION] = session
 
-    @pytest.hookimpl(tryfirst=True)  # before the terminal summary, which shows the exit status
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        for arg in self.notfound:
-            _write_line(self.config, f"ERROR: not found: {arg}")
         if self.notfound:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for arg in self.notfound:
+            terminalreporter.write_line(f"ERROR: not found: {arg}", red=True)
 
 
 _SESSION = pytest.StashKey[pytest.Session]()

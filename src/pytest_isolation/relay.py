@@ -70,7 +70,10 @@ class FileRelay:
         #: ``--collect-only``: what the child deselected, for the parent to deselect.
         self.deselected: list[str] = []
         self.finished = False
+        #: The child saw Ctrl-C (no reason) or ``pytest.exit(reason, returncode)``.
         self.interrupted = False
+        self.exit_reason: str | None = None
+        self.exit_code: int | None = None
         self._handlers: dict[str, Callable[..., None]] = {
             wire.HELLO: self._hello,
             wire.COLLECTREPORT: self._collectreport,
@@ -166,8 +169,10 @@ class FileRelay:
         self.done.append(nodeid)
         self.inflight = None
 
-    def _interrupted(self) -> None:
+    def _interrupted(self, reason: str | None, returncode: int | None) -> None:
         self.interrupted = True
+        self.exit_reason = reason
+        self.exit_code = returncode
 
     def _finished(self) -> None:
         self.finished = True
