@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
@@ -193,14 +194,29 @@ def _teardown_all(session: pytest.Session) -> None:
 
 def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
     """Turn this process's pytest into a child that reports on ``fd``."""
-    manager = config.pluginmanager
-    reporter = manager.get_plugin("terminalreporter")
-    if reporter is not None:
-        manager.unregister(reporter)
+    _detach_terminal(config)
     plugin = ChildPlugin(config, Sender(fd))
+    manager = config.pluginmanager
     manager.register(plugin, CHILD_PLUGIN_NAME)
     plugin.live = True
     return plugin
+
+
+def _detach_terminal(config: pytest.Config) -> None:
+    """Stop the child's terminal reporter from printing; the parent reports.
+
+    ``config.get_terminal_writer()`` must keep working (pytest before 9.1
+    calls it to explain failed ``==`` assertions), so a hook-less stand-in
+    keeps the reporter's writer under the reporter's name.  Private pytest
+    API, unavoidable: ``_tw`` is the attribute ``get_terminal_writer``
+    returns; ``tests/test_child.py`` fails loudly if it changes.
+    """
+    manager = config.pluginmanager
+    reporter = manager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    manager.unregister(reporter)
+    manager.register(types.SimpleNamespace(_tw=reporter._tw), "terminalreporter")
 
 
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:

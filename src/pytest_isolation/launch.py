@@ -143,8 +143,10 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Warm
     sys.stdout.flush()
     sys.stderr.flush()
-    # Frozen objects are skipped by the child's garbage collector, which would
-    # otherwise touch, and so copy, every page of the parent's heap.
+    # Frozen objects are skipped by the garbage collectors of the child and of
+    # the parent, which would otherwise touch, and so copy, every page of the
+    # heap they share.  They stay frozen: what the parent built up to here is
+    # its configuration and collection, which lives as long as the run.
     gc.freeze()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
@@ -164,7 +166,6 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
             traceback.print_exc()
         finally:
             os._exit(code)
-    gc.unfreeze()
     os.close(control_read)
     os.close(write_fd)
     return Warm(pid, control_write, os.fdopen(read_fd, "rb"), stderr)

@@ -1,0 +1,40 @@
+"""Loading the plugin, and what it does when loaded but off."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import TIMEOUT
+
+
+def test_entry_point_loads_by_name(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "isolation", "--help", timeout=TIMEOUT)
+    result.stdout.fnmatch_lines(
+        ["*test isolation (pytest-isolation):*", "*--isolation-mode=*", "*--isolation-start=*"]
+    )
+    result.stdout.fnmatch_lines(["*isolation_mode (string)*", "*isolation_start (string)*"])
+
+
+def test_loaded_plugin_is_off_by_default(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="import os\ndef test_pid(): print(os.getpid())\n")
+    result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("isolation: *")
+
+
+def test_ini_enables_file_mode(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_mode = file\nisolation_start = spawn\n")
+    pytester.makepyfile(test_a="def test_1(): pass\n")
+    result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
+    result.stdout.fnmatch_lines(["isolation: file mode, * (start method spawn: requested)"])
+    result.assert_outcomes(passed=1)
+
+
+def test_command_line_overrides_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_mode = file\n")
+    pytester.makepyfile(test_a="def test_1(): pass\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-mode=off", timeout=TIMEOUT
+    )
+    result.stdout.no_fnmatch_line("isolation: *")
+    result.assert_outcomes(passed=1)

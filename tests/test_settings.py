@@ -1,0 +1,30 @@
+"""Start-method resolution."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from pytest_isolation.settings import resolve_start
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_explicit_methods_are_kept(method: str) -> None:
+    assert resolve_start(method) == (method, "requested")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="auto forks only on Linux")
+def test_auto_forks_without_threads_and_spawns_with_them() -> None:
+    assert resolve_start("auto") == ("fork", "auto")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        method, reason = resolve_start("auto")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert method == "spawn"
+    assert "threads" in reason
