@@ -66,16 +66,26 @@ MIXED = {
     "pkg/conftest.py": """
         import pytest
 
+        @pytest.fixture(scope="package")
+        def package_value():
+            return "p"
+
         @pytest.fixture(scope="module")
-        def module_value():
-            return "m"
+        def module_value(package_value):
+            return "m" + package_value
     """,
     "pkg/test_classes.py": """
         import unittest
 
+        import pytest
+
         class TestThings:
-            def test_method(self, module_value):
-                assert module_value == "m"
+            @pytest.fixture(scope="class")
+            def class_value(self):
+                return "c"
+
+            def test_method(self, module_value, class_value):
+                assert module_value + class_value == "mpc"
 
             def test_method_fails(self):
                 assert [1, 2] == [1, 3]

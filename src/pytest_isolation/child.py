@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import types
 from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
@@ -216,7 +215,14 @@ def _detach_terminal(config: pytest.Config) -> None:
     if reporter is None:
         return
     manager.unregister(reporter)
-    manager.register(types.SimpleNamespace(_tw=reporter._tw), "terminalreporter")
+    manager.register(_TerminalStandIn(reporter._tw), "terminalreporter")
+
+
+class _TerminalStandIn:
+    """Holds the detached reporter's writer; implements no hooks."""
+
+    def __init__(self, writer: object) -> None:
+        self._tw = writer
 
 
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
