@@ -73,17 +73,15 @@ MIXED = {
         @pytest.fixture(scope="module")
         def module_value(package_value):
             return "m" + package_value
+
+        @pytest.fixture(scope="class")
+        def class_value():
+            return "c"
     """,
     "pkg/test_classes.py": """
         import unittest
 
-        import pytest
-
         class TestThings:
-            @pytest.fixture(scope="class")
-            def class_value(self):
-                return "c"
-
             def test_method(self, module_value, class_value):
                 assert module_value + class_value == "mpc"
 
