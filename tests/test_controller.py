@@ -17,6 +17,7 @@ from conftest import run_file_mode
 from conftest import run_plain
 from pytest_isolation.controller import _CHILD_SELECTION_OPTIONS
 from pytest_isolation.controller import selection_deferred_to_children
+from pytest_isolation.controller import shared_basetemp
 
 RECORD_PIDS = """
     import os
@@ -324,6 +325,21 @@ def test_keyboard_interrupt_in_a_test_interrupts_the_run(
     result = run_file_mode(pytester, start)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+
+
+def test_tmp_path_shares_one_basetemp(pytester: pytest.Pytester, start: str) -> None:
+    test = "def test_{0}(tmp_path):\n    (tmp_path / 'made').write_text('{0}')\n"
+    pytester.makepyfile(test_a=test.format("a"), test_b=test.format("b"))
+    basetemp = pytester.path / "base"
+    result = run_file_mode(pytester, start, f"--basetemp={basetemp}", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    made = sorted(p.read_text() for p in basetemp.rglob("made"))
+    assert made == ["a", "b"]
+
+
+def test_basetemp_fence(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfigure(f"--basetemp={pytester.path / 'bt'}")
+    assert shared_basetemp(config) == (pytester.path / "bt").resolve()
 
 
 def test_disabled_plugin_gives_a_plain_run(pytester: pytest.Pytester) -> None:

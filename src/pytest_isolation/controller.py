@@ -74,6 +74,20 @@ def check_compatible(config: pytest.Config) -> None:
             )
 
 
+def shared_basetemp(config: pytest.Config) -> Path | None:
+    """The run's base temporary directory, made once by the parent.
+
+    Without it every child would make a basetemp of its own: a new
+    ``pytest-N`` per file (pytest keeps only the last three), or, with
+    ``--basetemp``, wipe the directories of the files before it.  Private
+    pytest API, unavoidable: outside a test the factory is only reachable as
+    ``config._tmp_path_factory``; ``tests/test_controller.py`` fails loudly if
+    that changes.
+    """
+    factory: pytest.TempPathFactory | None = getattr(config, "_tmp_path_factory", None)
+    return None if factory is None else factory.getbasetemp()
+
+
 class FileModeController:
     """Runs every test file in a child process and replays its reports."""
 
@@ -89,6 +103,8 @@ class FileModeController:
         self.positions: dict[pytest.Item, int] = {}
         #: Children that finished and still need reaping.
         self.exited: list[Child] = []
+        self.basetemp: Path | None = None
+        self.spawned = 0
         config.add_cleanup(self.close)
 
     # -- collection: one placeholder per test file, nothing imported ----------
@@ -229,13 +245,19 @@ class FileModeController:
         self, spec: wire.ChildSpec, file: IsolatedFile, index: int = -1, more: bool = False
     ) -> Child:
         self.exited = [child for child in self.exited if not child.poll()]
+        if self.basetemp is None:
+            self.basetemp = shared_basetemp(self.config)
         if self.method == "fork" and self.settings.start == "auto" and threading.active_count() > 1:
             self.method, self.reason = "spawn", "auto: threads started during the run"
             _write_line(self.config, "isolation: threads are running, starting children by spawn")
             self._discard_warm()
         if self.method == "spawn":
             params = self.config.invocation_params
-            return spawn_child(spec, list(params.args), str(params.dir))
+            args = list(params.args)
+            if self.basetemp is not None:  # a directory per child: pytest empties it first
+                self.spawned += 1
+                args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")
+            return spawn_child(spec, args, str(params.dir))
         warm = self.warm if index >= 0 and self.warm is not None else self._fork(file)
         self.warm = None
         child = warm.activate(spec, index)
