@@ -419,6 +419,31 @@ def test_ctrl_c_ends_children_and_reports_interrupted(
     assert "1 passed" in output
     for pid in map(int, (pytester.path / "pids.txt").read_text().split()):
         assert not _alive(pid), f"process {pid} survived the interrupt"
+    assert _survivors(str(pytester.path)) == []
+
+
+def _survivors(marker: str) -> list[str]:
+    """Command lines of live processes started in ``marker`` (children, fork server)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if proc.name.isdigit() and int(proc.name) != os.getpid() and cwd.startswith(marker):
+            found.append(cmdline)
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_no_process_outlives_the_run(pytester: pytest.Pytester, start: str) -> None:
+    for name in ("test_a", "test_b", "test_c"):
+        pytester.makepyfile(**{name: "def test_1(): pass\n"})
+    command = [sys.executable, "-m", "pytest", *FILE_MODE, f"--isolation-start={start}"]
+    subprocess.run(command, cwd=pytester.path, capture_output=True, timeout=TIMEOUT, check=True)
+    time.sleep(0.2)
+    assert _survivors(str(pytester.path)) == []
 
 
 def _alive(pid: int) -> bool:

@@ -235,25 +235,31 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     os._exit(code)
 
 
-def run_forked(
-    session: pytest.Session,
-    control_fd: int,
-    fd: int,
-    parent: pytest.Collector | None = None,
-) -> None:
-    """Body of a forked child: prepare, wait for the file to run, run it.
-
-    ``parent`` is the file's directory collector when known at fork time;
-    a child forked ahead of time finds it from the item index it is sent.
-    """
+def prepare_forked(session: pytest.Session) -> ChildPlugin:
+    """Make a forked copy of the parent a child; done once per fork server."""
     config = session.config
     controller = config.pluginmanager.get_plugin(CONTROLLER_NAME)
     if controller is not None:
         config.pluginmanager.unregister(controller)
     # Inherited counters would stop pytest's logic in the child early.
     session.testsfailed = 0
-    _restart_capture(config)
-    plugin = prepare(config, fd)
+    return prepare(config, -1)
+
+
+def run_forked(
+    session: pytest.Session,
+    plugin: ChildPlugin,
+    control_fd: int,
+    fd: int,
+    parent: pytest.Collector | None = None,
+) -> None:
+    """Body of a forked child: wait for the file to run, run it.
+
+    ``parent`` is the file's directory collector when known at fork time;
+    a child forked ahead of time finds it from the item index it is sent.
+    """
+    _restart_capture(session.config)
+    plugin.sender = Sender(fd)
     with os.fdopen(control_fd, "rb") as control:
         message = next(receive(control), None)
     if message is None:  # the parent no longer needs this child
@@ -264,7 +270,7 @@ def run_forked(
         assert placeholder is not None
         parent = placeholder.parent
     plugin.start(payload["spec"], parent)
-    config.hook.pytest_collection(session=session)
+    session.config.hook.pytest_collection(session=session)
     finish(session, plugin)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import sys
 import threading
+from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,10 @@ import pytest
 
 from pytest_isolation import wire
 from pytest_isolation.child import CONTROLLER_NAME
+from pytest_isolation.child import prepare_forked
 from pytest_isolation.child import run_forked
 from pytest_isolation.launch import Child
+from pytest_isolation.launch import ForkServer
 from pytest_isolation.launch import Warm
 from pytest_isolation.launch import describe_exit
 from pytest_isolation.launch import fork_warm
@@ -99,6 +102,8 @@ class FileModeController:
         self.notfound: list[str] = []
         #: A forked child prepared ahead of time for the next file.
         self.warm: Warm | None = None
+        #: Forks the prepared children of the run (started at the first file).
+        self.server: ForkServer | None = None
         #: Index of each placeholder in session.items, for children forked ahead.
         self.positions: dict[pytest.Item, int] = {}
         #: Children that finished and still need reaping.
@@ -258,18 +263,35 @@ class FileModeController:
                 self.spawned += 1
                 args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")
             return spawn_child(spec, args, str(params.dir))
-        warm = self.warm if index >= 0 and self.warm is not None else self._fork(file)
+        if index < 0:  # --collect-only: during collection, before any fork server
+            return self._fork_now(file).activate(spec, index)
+        warm = self.warm if self.warm is not None else self._fork_ahead()
         self.warm = None
         child = warm.activate(spec, index)
         if more:
-            self.warm = self._fork(None)
+            self.warm = self._fork_ahead()
         return child
 
-    def _fork(self, file: IsolatedFile | None) -> Warm:
-        """Fork a child for ``file``, or, without one, for whichever file comes next."""
-        session = self.config.stash[_SESSION]
-        parent = None if file is None else file.parent
-        return fork_warm(lambda control, fd: run_forked(session, control, fd, parent))
+    def _fork_now(self, file: IsolatedFile) -> Warm:
+        """Fork a child of the parent itself, for ``file``."""
+        session, parent = file.session, file.parent
+
+        def body(control: int, fd: int) -> None:
+            run_forked(session, prepare_forked(session), control, fd, parent)
+
+        return fork_warm(body)
+
+    def _fork_ahead(self) -> Warm:
+        """A prepared child from the fork server, for whichever file comes next."""
+        if self.server is None:
+            session = self.config.stash[_SESSION]
+
+            def prepare() -> Callable[[int, int], None]:
+                plugin = prepare_forked(session)
+                return lambda control, fd: run_forked(session, plugin, control, fd)
+
+            self.server = ForkServer.start(prepare)
+        return self.server.fork()
 
     def _discard_warm(self) -> None:
         if self.warm is not None:
@@ -277,11 +299,14 @@ class FileModeController:
             self.warm = None
 
     def close(self) -> None:
-        """End the run's children: the unused warm one, and reap the finished ones."""
+        """End the run's children: the unused warm one, the finished ones, the server."""
         self._discard_warm()
         for child in self.exited:
             child.wait()
         self.exited = []
+        if self.server is not None:
+            self.server.close()
+            self.server = None
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)

@@ -12,6 +12,7 @@ import faulthandler
 import gc
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -49,9 +50,13 @@ class Child:
     stderr: IO[bytes]
     process: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
+    #: For children of a fork server: asks the server for the exit code.
+    waiter: Callable[[int], int] | None = None
 
     def poll(self) -> bool:
         """Reap the child if it has exited; return whether it has."""
+        if self.waiter is not None:
+            return True  # the fork server reaps its children
         if self.returncode is None:
             if self.process is not None:
                 self.returncode = self.process.poll()
@@ -64,7 +69,9 @@ class Child:
     def wait(self) -> int:
         """Reap the child; return its exit code, negative for a signal."""
         if self.returncode is None:
-            if self.process is not None:
+            if self.waiter is not None:
+                self.returncode = self.waiter(self.pid)
+            elif self.process is not None:
                 self.returncode = self.process.wait()
             else:
                 _, status = os.waitpid(self.pid, 0)
@@ -119,6 +126,8 @@ class Warm:
     control: int
     stream: BinaryIO
     stderr: IO[bytes]
+    #: For children of a fork server: asks the server for the exit code.
+    waiter: Callable[[int], int] | None = None
 
     def activate(self, spec: ChildSpec, index: int) -> Child:
         """Send the file to run (``index``: its placeholder in ``session.items``)."""
@@ -126,14 +135,14 @@ class Warm:
             Sender(self.control).send(START, spec=spec, index=index)
         finally:
             os.close(self.control)
-        return Child(self.pid, self.stream, self.stderr)
+        return Child(self.pid, self.stream, self.stderr, waiter=self.waiter)
 
     def discard(self) -> None:
         """Let the child go unused: it exits when its control pipe closes."""
         os.close(self.control)
         self.stream.close()
         self.stderr.close()
-        os.waitpid(self.pid, 0)
+        Child(self.pid, self.stream, self.stderr, waiter=self.waiter).wait()
 
 
 def fork_warm(body: Callable[[int, int], None]) -> Warm:
@@ -141,6 +150,16 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
     control_read, control_write = os.pipe()
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Warm
+    _before_fork()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        _child_main((control_write, read_fd), stderr, lambda: body(control_read, write_fd))
+    os.close(control_read)
+    os.close(write_fd)
+    return Warm(pid, control_write, os.fdopen(read_fd, "rb"), stderr)
+
+
+def _before_fork() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     # Frozen objects are skipped by the garbage collectors of the child and of
@@ -148,27 +167,130 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
     # heap they share.  They stay frozen: what the parent built up to here is
     # its configuration and collection, which lives as long as the run.
     gc.freeze()
+
+
+def _child_main(close: tuple[int, ...], stderr: IO[bytes], body: Callable[[], None]) -> None:
+    """The start of every forked child; never returns."""
+    code = 3
+    try:
+        for fd in close:
+            os.close(fd)
+        os.setsid()
+        os.dup2(stderr.fileno(), 2)
+        if faulthandler.is_enabled():
+            # A fatal error's traceback goes to the stderr tail, on an fd of
+            # its own: pytest's capture points fd 2 elsewhere during tests.
+            faulthandler.enable(os.dup(2))
+        body()
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+class ForkServer:
+    """A prepared copy of the parent that forks the children of the run.
+
+    The parent forks it once, after collection; it prepares itself as a
+    child (detaches the controller and the terminal, registers the child
+    plugin) and from then on only forks.  Each file's child thus starts
+    prepared, and the parent, which keeps working, never shares its pages
+    with a running child.  The server reaps its children and tells the parent
+    the exit status of the ones that died.
+    """
+
+    def __init__(self, pid: int, channel: socket.socket) -> None:
+        self.pid = pid
+        self.channel = channel
+
+    @classmethod
+    def start(cls, prepare: Callable[[], Callable[[int, int], None]]) -> ForkServer:
+        """Fork the server; ``prepare()`` runs in it once and returns each child's body."""
+        channel, server_end = socket.socketpair()
+        _before_fork()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
+            _child_main((channel.fileno(),), stderr, lambda: _serve(server_end, prepare()))
+        server_end.close()
+        return cls(pid, channel)
+
+    def fork(self) -> Warm:
+        """A new prepared child, waiting for its file."""
+        self.channel.sendall(_FORK)
+        data, fds, _, _ = socket.recv_fds(self.channel, 8, 3)
+        if len(data) < 8 or len(fds) != 3:
+            raise RuntimeError("isolation: the fork server ended unexpectedly")
+        control, stream, stderr = fds
+        pid = int.from_bytes(data, "big")
+        return Warm(pid, control, os.fdopen(stream, "rb"), os.fdopen(stderr, "w+b"), self.wait)
+
+    def wait(self, pid: int) -> int:
+        """The exit code of one of the server's children (negative: a signal)."""
+        self.channel.sendall(_WAIT + pid.to_bytes(8, "big"))
+        return int.from_bytes(_recv_exactly(self.channel, 8), "big", signed=True)
+
+    def close(self) -> None:
+        self.channel.close()
+        os.waitpid(self.pid, 0)
+
+
+_FORK = b"F"
+_WAIT = b"W"
+
+
+def _recv_exactly(channel: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = channel.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _serve(channel: socket.socket, body: Callable[[int, int], None]) -> None:
+    """The fork server's loop: fork prepared children, report exit codes."""
+    exited: dict[int, int] = {}
+    while request := _recv_exactly(channel, 1):
+        _reap(exited)
+        if request == _FORK:
+            _serve_fork(channel, body)
+        else:
+            pid = int.from_bytes(_recv_exactly(channel, 8), "big")
+            code = exited.pop(pid, None)
+            if code is None:
+                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            channel.sendall(code.to_bytes(8, "big", signed=True))
+
+
+def _reap(exited: dict[int, int]) -> None:
+    """Reap the children that ended, keeping the codes the parent may ask for."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        exited[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _serve_fork(channel: socket.socket, body: Callable[[int, int], None]) -> None:
+    control_read, control_write = os.pipe()
+    read_fd, write_fd = os.pipe()
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the parent, then closed
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        code = 3
-        try:
-            os.close(control_write)
-            os.close(read_fd)
-            os.setsid()
-            os.dup2(stderr.fileno(), 2)
-            if faulthandler.is_enabled():
-                # A fatal error's traceback goes to the stderr tail, on an fd of
-                # its own: pytest's capture points fd 2 elsewhere during tests.
-                faulthandler.enable(os.dup(2))
-            body(control_read, write_fd)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+        close = (channel.fileno(), control_write, read_fd)
+        _child_main(close, stderr, lambda: body(control_read, write_fd))
     os.close(control_read)
     os.close(write_fd)
-    return Warm(pid, control_write, os.fdopen(read_fd, "rb"), stderr)
+    socket.send_fds(channel, [pid.to_bytes(8, "big")], [control_write, read_fd, stderr.fileno()])
+    os.close(control_write)
+    os.close(read_fd)
+    stderr.close()
 
 
 def spawn_child(spec: ChildSpec, args: list[str], cwd: str) -> Child:
