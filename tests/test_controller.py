@@ -94,6 +94,16 @@ def test_header_names_start_method(pytester: pytest.Pytester, start: str) -> Non
     )
 
 
+def test_collected_line_is_explained(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_a(): pass\ndef test_b(): pass\n")
+    result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)
+    result.stdout.fnmatch_lines(
+        ["collected 1 item", "isolation: 1 test file, each collected and run in its own process"]
+    )
+    quiet = pytester.runpytest_subprocess(*FILE_MODE, "-q", timeout=TIMEOUT)
+    quiet.stdout.no_fnmatch_line("isolation: *")
+
+
 def test_auto_uses_fork_on_linux(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_one="def test_a(): pass\n")
     result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)

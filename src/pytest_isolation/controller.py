@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,14 @@ class FileModeController:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.positions = {item: index for index, item in enumerate(session.items)}
+
+    def pytest_report_collectionfinish(self, items: Sequence[pytest.Item]) -> str | None:
+        """Explain the "collected N items" line, which counts files in file mode."""
+        if self.config.option.collectonly or self.config.option.verbose < 0:
+            return None
+        files = sum(isinstance(item, IsolatedFileItem) for item in items)
+        noun = "file" if files == 1 else "files"
+        return f"isolation: {files} test {noun}, each collected and run in its own process"
 
     def pytest_report_header(self) -> str:
         return (
