@@ -198,10 +198,8 @@ class FileModeController:
             attempt = dataclasses.replace(
                 spec, skip=frozenset(relay.done), maxfail=self._failures_left()
             )
-            child = self._relay(self._start(attempt, file, index, more), relay)
-            if relay.finished:
-                return
-            if not relay.crashed(describe_exit(child.wait()), child.stderr_tail()):
+            death = self._relay(self._start(attempt, file, index, more), relay)
+            if death is None or not relay.crashed(*death):
                 return
             relay.next_attempt()
 
@@ -211,27 +209,26 @@ class FileModeController:
         spec = wire.ChildSpec(
             path=str(file.path), selectors=self._selectors(file.path), collect_only=True
         )
-        child = self._relay(self._start(spec, file), relay)
-        if not relay.finished:
-            child.wait()
+        death = self._relay(self._start(spec, file), relay)
         for report in relay.problems:
             if report.skipped:
                 reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
                 reason = reason.removeprefix("Skipped: ")
                 raise pytest.skip.Exception(reason, allow_module_level=True)
             raise ChildCollectionError(report.longrepr)
-        if not relay.finished:
+        if death is not None:
+            how, tail = death
             raise ChildCollectionError(
-                f"isolation: the process collecting {file.nodeid} {describe_exit(child.wait())}"
-                f"\n{child.stderr_tail()}"
+                f"isolation: the process collecting {file.nodeid} {how}\n{tail}"
             )
         tests = [ChildTest.for_nodeid(file, nodeid) for nodeid in relay.collected or ()]
         dropped = [ChildTest.for_nodeid(file, nodeid, True) for nodeid in relay.deselected]
         return tests + dropped
 
-    def _relay(self, child: Child, relay: FileRelay) -> Child:
+    def _relay(self, child: Child, relay: FileRelay) -> tuple[str, str] | None:
         """Replay the child's messages until it finishes or dies.
 
+        Returns None when it finished, else how it died and its stderr tail.
         Any error or Ctrl-C in the parent ends the child first.
         """
         try:
@@ -240,20 +237,21 @@ class FileModeController:
                 if relay.finished:
                     break
         except BaseException:
-            child.kill()
-            child.wait()
-            child.close()
+            _end(child)
             raise
+        if relay.interrupted:
+            _end(child)
+            if relay.exit_reason is not None:
+                pytest.exit(relay.exit_reason, relay.exit_code)
+            raise KeyboardInterrupt
         if relay.finished:
             _pass_through(child.stderr_text())
             child.close()
             self.exited.append(child)  # reaped later, while the next file runs
-        if relay.interrupted:
-            child.kill()
-            if relay.exit_reason is not None:
-                pytest.exit(relay.exit_reason, relay.exit_code)
-            raise KeyboardInterrupt
-        return child
+            return None
+        death = describe_exit(child.wait()), child.stderr_tail()
+        child.close()
+        return death
 
     def _start(
         self, spec: wire.ChildSpec, file: IsolatedFile, index: int = -1, more: bool = False
@@ -347,6 +345,12 @@ class FileModeController:
 
 
 _SESSION = pytest.StashKey[pytest.Session]()
+
+
+def _end(child: Child) -> None:
+    child.kill()
+    child.wait()
+    child.close()
 
 
 def _pass_through(text: str) -> None:
