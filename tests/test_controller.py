@@ -300,6 +300,18 @@ def test_import_modes_and_nested_conftests(
     assert isolated.parseoutcomes() == plain.parseoutcomes() == {"passed": 2}
 
 
+def test_doctest_modules_run_in_children(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(
+        mod='def double(x):\n    """\n    >>> double(2)\n    4\n    >>> double(3)\n    7\n    """\n'
+        "    return 2 * x\n",
+        test_a='def test_1():\n    """\n    >>> 1 + 1\n    2\n    """\n',
+    )
+    plain = run_plain(pytester, "--doctest-modules")
+    isolated = run_file_mode(pytester, start, "--doctest-modules", "-v")
+    assert isolated.parseoutcomes() == plain.parseoutcomes() == {"passed": 2, "failed": 1}
+    isolated.stdout.fnmatch_lines(["mod.py::mod.double FAILED*"])
+
+
 def test_strict_markers_error_matches_plain(pytester: pytest.Pytester, start: str) -> None:
     pytester.makepyfile(test_a="import pytest\n@pytest.mark.undeclared\ndef test_1(): pass\n")
     plain = run_plain(pytester, "--strict-markers")

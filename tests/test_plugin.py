@@ -38,3 +38,16 @@ def test_command_line_overrides_ini(pytester: pytest.Pytester) -> None:
     )
     result.stdout.no_fnmatch_line("isolation: *")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("flag", ["--fixtures", "--fixtures-per-test"])
+def test_fixture_listings_see_test_module_fixtures(pytester: pytest.Pytester, flag: str) -> None:
+    pytester.makepyfile(
+        test_a="import pytest\n@pytest.fixture\ndef local_thing():\n    return 1\n"
+        "def test_1(local_thing): pass\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-mode=file", flag, timeout=TIMEOUT
+    )
+    result.stdout.fnmatch_lines(["*local_thing*"])
+    assert result.ret == pytest.ExitCode.OK

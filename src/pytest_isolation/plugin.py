@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
         install_spawned(config, ChildSpec.from_env(child))
         return
     settings = Settings.from_config(config)
-    if settings.mode == "file":
+    if settings.mode == "file" and not _lists_fixtures(config):
         from pytest_isolation.controller import CONTROLLER_NAME
         from pytest_isolation.controller import FileModeController
         from pytest_isolation.controller import check_compatible
@@ -56,3 +56,12 @@ def pytest_configure(config: pytest.Config) -> None:
         controller = FileModeController(config, settings)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, CONTROLLER_NAME)
+
+
+def _lists_fixtures(config: pytest.Config) -> bool:
+    """``--fixtures`` and ``--fixtures-per-test`` run no test and must import
+    the test modules to list their fixtures, so they run as without file mode."""
+    option = config.option
+    return bool(
+        getattr(option, "showfixtures", False) or getattr(option, "show_fixtures_per_test", False)
+    )
