@@ -103,6 +103,8 @@ class FileModeController:
         self.notfound: list[str] = []
         #: A forked child prepared ahead of time for the next file.
         self.warm: Warm | None = None
+        #: Children started for a file before pytest's loop reached it, by item index.
+        self.started: dict[int, Child] = {}
         #: Forks the prepared children of the run (started at the first file).
         self.server: ForkServer | None = None
         #: Index of each placeholder in session.items, for children forked ahead.
@@ -194,14 +196,40 @@ class FileModeController:
         """Run one file in a child, and the rest of it in new ones after crashes."""
         relay = FileRelay(file, self._not_found)
         spec = wire.ChildSpec(path=str(file.path), selectors=self._selectors(file.path))
+        child = self.started.pop(index, None)
         while True:
-            attempt = dataclasses.replace(
-                spec, skip=frozenset(relay.done), maxfail=self._failures_left()
-            )
-            death = self._relay(self._start(attempt, file, index, more), relay)
-            if death is None or not relay.crashed(*death):
+            if child is None:
+                attempt = dataclasses.replace(
+                    spec, skip=frozenset(relay.done), maxfail=self._failures_left()
+                )
+                child = self._start(attempt, file, index, more)
+            death = self._relay(child, relay)
+            if death is None:
+                if more:
+                    self._start_next(index + 1)
+                return
+            if not relay.crashed(*death):
                 return
             relay.next_attempt()
+            child = None
+
+    def _start_next(self, index: int) -> None:
+        """Start the next file's child now, before pytest's loop comes to it.
+
+        Its messages wait in the pipe until the loop reaches the file; this
+        takes the loop's own work between two files off the critical path.
+        """
+        session = self.config.stash[_SESSION]
+        if session.shouldfail or session.shouldstop:
+            return
+        items = session.items
+        file = items[index].parent
+        assert isinstance(file, IsolatedFile)
+        more = index + 1 < len(items) and isinstance(items[index + 1], IsolatedFileItem)
+        spec = wire.ChildSpec(
+            path=str(file.path), selectors=self._selectors(file.path), maxfail=self._failures_left()
+        )
+        self.started[index] = self._start(spec, file, index, more)
 
     def collect_in_child(self, file: IsolatedFile) -> list[ChildTest]:
         """``--collect-only``: ask a child for the file's tests, return stand-ins."""
@@ -306,7 +334,10 @@ class FileModeController:
             self.warm = None
 
     def close(self) -> None:
-        """End the run's children: the unused warm one, the finished ones, the server."""
+        """End the run's children: unused ones, the finished ones, the server."""
+        for child in self.started.values():
+            _end(child)
+        self.started = {}
         self._discard_warm()
         for child in self.exited:
             child.wait()
