@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pytest_isolation.settings import LEAK_POLICIES
 from pytest_isolation.settings import MODES
 from pytest_isolation.settings import START_METHODS
 from pytest_isolation.settings import Settings
@@ -30,6 +31,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="How file mode starts a child: fork, spawn, or auto (fork on Linux unless threads "
         "run, spawn elsewhere). Default: auto (ini isolation_start).",
     )
+    group.addoption(
+        "--isolation-leaks",
+        dest="isolation_leaks",
+        default=None,
+        metavar="|".join(LEAK_POLICIES),
+        help="Leak guard (experimental): warn, error or quiet restore state a test or fixture "
+        "leaves changed (os.environ, cwd, sys.modules, unstopped mock patches); off does "
+        "nothing. Default: off (ini isolation_leaks).",
+    )
+    parser.addini(
+        "isolation_leaks",
+        "Default of --isolation-leaks (off, warn, error or quiet).",
+        default="off",
+    )
     parser.addini("isolation_mode", "Default of --isolation-mode (off or file).", default="off")
     parser.addini(
         "isolation_start", "Default of --isolation-start (auto, fork or spawn).", default="auto"
@@ -39,13 +54,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
+    settings = Settings.from_config(config)
+    if settings.leaks != "off":
+        from pytest_isolation.guard.watch import LeakGuard
+
+        config.pluginmanager.register(LeakGuard(settings.leaks), "isolation-guard")
     if child is not None:
         from pytest_isolation.child import install_spawned
         from pytest_isolation.wire import ChildSpec
 
         install_spawned(config, ChildSpec.from_env(child))
         return
-    settings = Settings.from_config(config)
     if settings.mode == "file" and not _lists_fixtures(config):
         from pytest_isolation.controller import CONTROLLER_NAME
         from pytest_isolation.controller import FileModeController

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 MODES = ("off", "file")
+LEAK_POLICIES = ("off", "warn", "error", "quiet")
 START_METHODS = ("auto", "fork", "spawn")
 
 
@@ -17,12 +18,14 @@ START_METHODS = ("auto", "fork", "spawn")
 class Settings:
     mode: str = "off"
     start: str = "auto"
+    leaks: str = "off"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         return cls(
             mode=_choice(config, "isolation_mode", MODES),
             start=_choice(config, "isolation_start", START_METHODS),
+            leaks=_choice(config, "isolation_leaks", LEAK_POLICIES),
         )
 
 

@@ -1,0 +1,1 @@
+"""The leak guard: detect, restore and attribute state a test leaves behind."""
