@@ -198,3 +198,56 @@ def test_active_patches_fence() -> None:
     finally:
         patcher.stop()
     assert patcher not in _active_patches()
+
+
+MORE_LEAKERS = """
+    import logging, os, signal, socket, sys
+
+    def test_sys_path():
+        sys.path.insert(0, "/nowhere")
+
+    def test_sys_argv():
+        sys.argv = ["prog", "--flag"]
+
+    def test_root_handler():
+        logging.root.addHandler(logging.NullHandler())
+
+    def test_disabled_logger():
+        logging.getLogger("app.db").disabled = True
+
+    def test_socket_timeout():
+        socket.setdefaulttimeout(3.0)
+
+    def test_signal_handler():
+        signal.signal(signal.SIGUSR1, lambda *args: None)
+
+    def test_recursion_limit():
+        sys.setrecursionlimit(sys.getrecursionlimit() + 7)
+
+    def test_clean_afterwards():
+        assert "/nowhere" not in sys.path
+        assert sys.argv != ["prog", "--flag"]
+        assert not any(type(h) is logging.NullHandler for h in logging.root.handlers)
+        assert not logging.getLogger("app.db").disabled
+        assert socket.getdefaulttimeout() is None
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+"""
+
+
+def test_interpreter_logging_and_process_state(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_more=MORE_LEAKERS)
+    result = run_guard(pytester, "--isolation-leaks=warn")
+    result.assert_outcomes(passed=8, warnings=7)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_more.py::test_sys_path leaked sys.path (was *, now *'/nowhere'*",
+            "*test_more.py::test_sys_argv leaked sys.argv*",
+            "*test_more.py::test_root_handler leaked the root logger's handlers*",
+            "*test_more.py::test_disabled_logger leaked disabled loggers*",
+            "*test_more.py::test_socket_timeout leaked socket.getdefaulttimeout() "
+            "(was None, now 3.0)*",
+            "*test_more.py::test_signal_handler leaked the handler of SIGUSR1 "
+            "(was <Handlers.SIG_DFL: 0>, now <function *",
+            "*test_more.py::test_recursion_limit leaked sys.getrecursionlimit()*",
+        ]
+    )

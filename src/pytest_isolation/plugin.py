@@ -36,9 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="isolation_leaks",
         default=None,
         metavar="|".join(LEAK_POLICIES),
-        help="Leak guard (experimental): warn, error or quiet restore state a test or fixture "
-        "leaves changed (os.environ, cwd, sys.modules, unstopped mock patches); off does "
-        "nothing. Default: off (ini isolation_leaks).",
+        help="Leak guard (experimental): warn, error or quiet restore process-wide state a "
+        "test or fixture leaves changed (os.environ, cwd, sys.modules, mock patches, sys.path, "
+        "logging, signals, ...); off does nothing. Default: off (ini isolation_leaks).",
     )
     parser.addini(
         "isolation_leaks",

@@ -6,10 +6,16 @@ for messages, says whether a change is a leak, and puts a key back.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import socket
 import sys
 import types
+from collections.abc import Callable
+from typing import Any
 from typing import Protocol
+from typing import cast
 from unittest import mock
 
 
@@ -155,4 +161,207 @@ def stop_patches(patches: list[object]) -> None:
         patch.stop()  # type: ignore[attr-defined]
 
 
-CATEGORIES: tuple[Category, ...] = (Environ(), WorkingDirectory(), SysModules(), MockPatches())
+class Slots:
+    """Single values read and written through a getter and a setter."""
+
+    def __init__(
+        self,
+        name: str,
+        hint: str,
+        slots: dict[str, tuple[Callable[[], object], Callable[[object], object]]],
+    ) -> None:
+        self.name = name
+        self.hint = hint
+        self.slots = slots
+
+    def snapshot(self) -> Snapshot:
+        return {key: get() for key, (get, _) in self.slots.items()}
+
+    def label(self, key: str) -> str:
+        return key
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return True
+
+    def restore(self, key: str, old: object) -> None:
+        self.slots[key][1](old)
+
+    def show(self, value: object) -> str:
+        if isinstance(value, _ListState):
+            return repr(list(value.items))
+        return repr(value)
+
+
+class _ListState(tuple[int, tuple[object, ...]]):
+    """A list's identity and items: rebinding ``sys.path`` is a change too."""
+
+    @property
+    def items(self) -> tuple[object, ...]:
+        return self[1]
+
+
+def _sys_list(name: str) -> tuple[Callable[[], object], Callable[[object], object]]:
+    """A list attribute of ``sys``: compared by content and by identity."""
+
+    def get() -> object:
+        value = getattr(sys, name)
+        return _ListState((id(value), tuple(value)))
+
+    def put(old: object) -> None:
+        assert isinstance(old, _ListState)
+        current = getattr(sys, name)
+        if id(current) == old[0]:
+            current[:] = old.items
+        else:
+            setattr(sys, name, list(old.items))
+
+    return get, put
+
+
+def _sys_attribute(name: str) -> tuple[Callable[[], object], Callable[[object], object]]:
+    return (lambda: getattr(sys, name)), (lambda old: setattr(sys, name, old))
+
+
+def _umask() -> object:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _loggers_disabled() -> object:
+    manager = logging.Logger.manager
+    return frozenset(
+        name
+        for name, logger in list(manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and logger.disabled
+    )
+
+
+def _enable_loggers(old: object) -> None:
+    assert isinstance(old, frozenset)
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger):
+            logger.disabled = name in old
+
+
+def _signal_slot(number: int) -> tuple[Callable[[], object], Callable[[object], object]]:
+    def put(old: object) -> None:
+        if old is not None:  # None: a handler not installed from Python
+            signal.signal(number, cast(Any, old))
+
+    return (lambda: signal.getsignal(number)), put
+
+
+_SIGNALS = tuple(
+    number
+    for number in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        getattr(signal, "SIGALRM", None),
+        getattr(signal, "SIGHUP", None),
+        getattr(signal, "SIGUSR1", None),
+        getattr(signal, "SIGUSR2", None),
+        getattr(signal, "SIGCHLD", None),
+    )
+    if number is not None
+)
+
+
+def _set_recursion_limit(old: object) -> None:
+    sys.setrecursionlimit(cast(int, old))
+
+
+def _set_trace(old: object) -> None:
+    sys.settrace(cast(Any, old))
+
+
+def _set_profile(old: object) -> None:
+    sys.setprofile(cast(Any, old))
+
+
+def _root_handlers() -> object:
+    return tuple(logging.root.handlers)
+
+
+def _set_root_handlers(old: object) -> None:
+    logging.root.handlers = list(cast(tuple[logging.Handler, ...], old))
+
+
+def _root_level() -> object:
+    return logging.root.level
+
+
+def _set_root_level(old: object) -> None:
+    logging.root.setLevel(cast(int, old))
+
+
+def _disable_level() -> object:
+    return logging.root.manager.disable
+
+
+def _set_disable_level(old: object) -> None:
+    logging.disable(cast(int, old))
+
+
+def _set_socket_timeout(old: object) -> None:
+    socket.setdefaulttimeout(cast("float | None", old))
+
+
+def _set_umask(old: object) -> None:
+    os.umask(cast(int, old))
+
+
+IMPORT_SYSTEM = Slots(
+    "import system",
+    "use monkeypatch.syspath_prepend or monkeypatch.setattr(sys, ...)",
+    {f"sys.{name}": _sys_list(name) for name in ("path", "meta_path", "path_hooks", "argv")},
+)
+
+INTERPRETER = Slots(
+    "interpreter",
+    "restore it in a fixture, or use monkeypatch.setattr",
+    {
+        **{
+            f"sys.{name}": _sys_attribute(name)
+            for name in ("stdout", "stderr", "stdin", "excepthook")
+        },
+        "sys.getrecursionlimit()": (sys.getrecursionlimit, _set_recursion_limit),
+        "sys.gettrace()": (sys.gettrace, _set_trace),
+        "sys.getprofile()": (sys.getprofile, _set_profile),
+    },
+)
+
+LOGGING = Slots(
+    "logging",
+    "use caplog, or undo the logging configuration in a fixture",
+    {
+        "the root logger's handlers": (_root_handlers, _set_root_handlers),
+        "the root logger's level": (_root_level, _set_root_level),
+        "logging.disable()": (_disable_level, _set_disable_level),
+        "disabled loggers": (_loggers_disabled, _enable_loggers),
+    },
+)
+
+PROCESS = Slots(
+    "process",
+    "restore it in a fixture",
+    {
+        **{
+            f"the handler of {signal.Signals(number).name}": _signal_slot(number)
+            for number in _SIGNALS
+        },
+        "socket.getdefaulttimeout()": (socket.getdefaulttimeout, _set_socket_timeout),
+        "the umask": (_umask, _set_umask),
+    },
+)
+
+CATEGORIES: tuple[Category, ...] = (
+    Environ(),
+    WorkingDirectory(),
+    SysModules(),
+    MockPatches(),
+    IMPORT_SYSTEM,
+    INTERPRETER,
+    LOGGING,
+    PROCESS,
+)

@@ -43,8 +43,9 @@ class Leak:
             what = f"an unstopped mock patch of {MockPatches.describe(self.new)}"
             return f"{self.owner} leaked {what}; {self.category.hint}"
         label = self.category.label(self.key)
-        was = "unset" if self.old is MISSING else repr(self.old)
-        now = "unset" if self.new is MISSING else repr(self.new)
+        show = getattr(self.category, "show", repr)
+        was = "unset" if self.old is MISSING else show(self.old)
+        now = "unset" if self.new is MISSING else show(self.new)
         return f"{self.owner} leaked {label} (was {was}, now {now}); {self.category.hint}"
 
 
@@ -53,7 +54,8 @@ def snapshot() -> State:
 
 
 def _same(a: object, b: object) -> bool:
-    return a is b or (isinstance(a, str) and a == b)
+    """Identity, or equality of plain values (tuples compare item by item)."""
+    return a is b or (isinstance(a, (str, int, float, tuple, frozenset)) and a == b)
 
 
 def changes(before: State, after: State) -> list[tuple[Category, str, object, object]]:
