@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from unittest import mock
 
 import pytest
 
 from conftest import TIMEOUT
 from pytest_isolation.guard.categories import _active_patches
+from pytest_isolation.guard.categories import _environ_data
+from pytest_isolation.guard.categories import _text
 
 LEAKERS = """
     import os, sys, time
@@ -251,3 +254,11 @@ def test_interpreter_logging_and_process_state(pytester: pytest.Pytester) -> Non
             "*test_more.py::test_recursion_limit leaked sys.getrecursionlimit()*",
         ]
     )
+
+
+def test_environ_data_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast environment copy must see what ``os.environ`` sees."""
+    monkeypatch.setenv("ISOLATION_FENCE", "é")
+    data = _environ_data()
+    assert {_text(key) for key in data} == set(os.environ)
+    assert {_text(key): _text(value) for key, value in data.items()}["ISOLATION_FENCE"] == "é"

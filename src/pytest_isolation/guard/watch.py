@@ -63,6 +63,8 @@ def changes(before: State, after: State) -> list[tuple[Category, str, object, ob
     found = []
     for category in CATEGORIES:
         old_values, new_values = before[category.name], after[category.name]
+        if old_values == new_values:  # the common case, compared in C
+            continue
         for key in old_values.keys() | new_values.keys():
             old, new = old_values.get(key, MISSING), new_values.get(key, MISSING)
             if not _same(old, new):
