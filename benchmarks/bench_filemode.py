@@ -423,22 +423,16 @@ def _dist_version(python: str, env: dict[str, str], dist: str) -> str | None:
     return out if ok else None
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
 def _git_state() -> str | None:
     try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO_DIR), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_DIR), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+        head = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}{' (uncommitted changes)' if dirty else ''}"

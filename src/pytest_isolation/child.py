@@ -102,10 +102,12 @@ class ChildPlugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None]:
         selectors = self.spec.selectors
         if selectors is not None:
-            for selector in selectors:
-                if not any(matches(str(item.nodeid), selector) for item in items):
+            chosen = {s: [i for i in items if matches(str(i.nodeid), s)] for s in selectors}
+            for selector, found in chosen.items():
+                if not found:
                     self.sender.send(NOTFOUND, arg="::".join((self.spec.path, *selector)))
-            items[:] = [i for i in items if any(matches(str(i.nodeid), s) for s in selectors)]
+            keep = {id(item) for found in chosen.values() for item in found}
+            items[:] = [item for item in items if id(item) in keep]
         if self.spec.skip:
             items[:] = [i for i in items if str(i.nodeid) not in self.spec.skip]
         return (yield)

@@ -6,49 +6,32 @@ import os
 
 import pytest
 
-from pytest_isolation.settings import LEAK_POLICIES
-from pytest_isolation.settings import MODES
-from pytest_isolation.settings import START_METHODS
+from pytest_isolation.settings import CHOICES
 from pytest_isolation.settings import Settings
 from pytest_isolation.wire import CHILD_ENV
+
+_HELP = {
+    "isolation_mode": "file: run every test file in a process of its own.",
+    "isolation_start": "How file mode starts a child: fork, spawn, or auto (fork on Linux "
+    "unless threads run, spawn elsewhere).",
+    "isolation_leaks": "Leak guard (experimental): warn, error or quiet restore process-wide "
+    "state a test or fixture leaves changed (os.environ, cwd, sys.modules, mock patches, "
+    "sys.path, logging, signals, ...); off does nothing.",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
-    group.addoption(
-        "--isolation-mode",
-        dest="isolation_mode",
-        default=None,
-        metavar="|".join(MODES),
-        help="file: run every test file in a process of its own. "
-        "Default: off (ini isolation_mode).",
-    )
-    group.addoption(
-        "--isolation-start",
-        dest="isolation_start",
-        default=None,
-        metavar="|".join(START_METHODS),
-        help="How file mode starts a child: fork, spawn, or auto (fork on Linux unless threads "
-        "run, spawn elsewhere). Default: auto (ini isolation_start).",
-    )
-    group.addoption(
-        "--isolation-leaks",
-        dest="isolation_leaks",
-        default=None,
-        metavar="|".join(LEAK_POLICIES),
-        help="Leak guard (experimental): warn, error or quiet restore process-wide state a "
-        "test or fixture leaves changed (os.environ, cwd, sys.modules, mock patches, sys.path, "
-        "logging, signals, ...); off does nothing. Default: off (ini isolation_leaks).",
-    )
-    parser.addini(
-        "isolation_leaks",
-        "Default of --isolation-leaks (off, warn, error or quiet).",
-        default="off",
-    )
-    parser.addini("isolation_mode", "Default of --isolation-mode (off or file).", default="off")
-    parser.addini(
-        "isolation_start", "Default of --isolation-start (auto, fork or spawn).", default="auto"
-    )
+    for dest, choices in CHOICES.items():
+        flag = "--" + dest.replace("_", "-")
+        group.addoption(
+            flag,
+            dest=dest,
+            default=None,
+            metavar="|".join(choices),
+            help=f"{_HELP[dest]} Default: {choices[0]} (ini {dest}).",
+        )
+        parser.addini(dest, f"Default of {flag} ({', '.join(choices)}).", default=choices[0])
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter

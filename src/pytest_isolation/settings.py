@@ -13,6 +13,13 @@ MODES = ("off", "file")
 LEAK_POLICIES = ("off", "warn", "error", "quiet")
 START_METHODS = ("auto", "fork", "spawn")
 
+#: Every option with a fixed set of values, by dest (= ini key); the first is the default.
+CHOICES = {
+    "isolation_mode": MODES,
+    "isolation_start": START_METHODS,
+    "isolation_leaks": LEAK_POLICIES,
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -23,9 +30,10 @@ class Settings:
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         return cls(
-            mode=_choice(config, "isolation_mode", MODES),
-            start=_choice(config, "isolation_start", START_METHODS),
-            leaks=_choice(config, "isolation_leaks", LEAK_POLICIES),
+            **{
+                dest.removeprefix("isolation_"): _choice(config, dest, choices)
+                for dest, choices in CHOICES.items()
+            }
         )
 
 

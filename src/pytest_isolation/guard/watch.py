@@ -24,8 +24,6 @@ from pytest_isolation.guard.categories import MockPatches
 from pytest_isolation.guard.categories import Snapshot
 from pytest_isolation.guard.categories import stop_patches
 
-POLICIES = ("warn", "error", "quiet", "off")
-
 State = dict[str, Snapshot]
 Key = tuple[str, str]
 
