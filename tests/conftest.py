@@ -31,3 +31,13 @@ def run_file_mode(pytester: pytest.Pytester, start: str, *args: str) -> pytest.R
 
 def run_plain(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+
+
+def run_guard(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A plain run with the plugin (so the leak guard) loaded."""
+    return pytester.runpytest_subprocess("-p", "isolation", *args, timeout=TIMEOUT)
+
+
+def literal(pattern: str) -> str:
+    """An fnmatch pattern whose ``[`` is literal (``*`` stays a wildcard)."""
+    return pattern.replace("[", "[[]")

@@ -1,16 +1,12 @@
-"""The leak guard: detect, restore and attribute leaked state."""
+"""The leak guard's windows, policies, opt-outs and summary."""
 
 from __future__ import annotations
 
-import os
-from unittest import mock
-
 import pytest
 
-from conftest import TIMEOUT
-from pytest_isolation.guard.categories import _active_patches
-from pytest_isolation.guard.categories import _environ_data
-from pytest_isolation.guard.categories import _text
+from conftest import literal
+from conftest import run_file_mode
+from conftest import run_guard
 
 LEAKERS = """
     import os, sys, time
@@ -38,115 +34,90 @@ LEAKERS = """
     START = os.getcwd()
 """
 
-CLEAN = """
-    import os, sys, time
-    from unittest import mock
-    import pytest
 
-    @pytest.fixture(scope="module")
-    def module_env():
-        os.environ["MODULE_FIXTURE"] = "1"
-        yield
-        del os.environ["MODULE_FIXTURE"]
-
-    def test_monkeypatch(monkeypatch, tmp_path):
-        monkeypatch.setenv("FINE", "1")
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setitem(sys.modules, "yaml", mock.MagicMock())
-
-    def test_patch_as_context_manager():
-        with mock.patch.object(time, "time", return_value=0):
-            assert time.time() == 0
-
-    @mock.patch.dict(os.environ, {"DECORATED": "1"})
-    def test_patch_dict_decorator():
-        assert os.environ["DECORATED"] == "1"
-
-    def test_module_fixture(module_env):
-        assert os.environ["MODULE_FIXTURE"] == "1"
-
-    def test_module_fixture_again(module_env):
-        assert os.environ["MODULE_FIXTURE"] == "1"
-
-    def test_lazy_import():
-        import decimal
-
-    def test_capture_fixtures(capsys, caplog):
-        print("x")
-        assert capsys.readouterr().out == "x\\n"
-"""
-
-
-def literal(pattern: str) -> str:
-    """An fnmatch pattern whose ``[`` is literal (``*`` stays a wildcard)."""
-    return pattern.replace("[", "[[]")
-
-
-def run_guard(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p", "isolation", "-p", "no:randomly", *args, timeout=TIMEOUT
-    )
-
-
-def test_warn_reports_each_leak_and_restores_it(pytester: pytest.Pytester) -> None:
+def test_warn_is_the_default_and_restores(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leaks=LEAKERS)
-    result = run_guard(pytester, "--isolation-leaks=warn")
+    result = run_guard(pytester, "-p", "no:randomly")
     result.assert_outcomes(passed=5, warnings=4)
     result.stdout.fnmatch_lines(
         [
             literal(
                 "*LeakedStateWarning: test_leaks.py::test_env_leak leaked os.environ['LEAKY'] "
-                "(was unset, now '1'); use monkeypatch.setenv/delenv"
+                "(was unset, now '1'), at test_leaks.py:5; use monkeypatch.setenv/delenv"
             ),
             "*LeakedStateWarning: test_leaks.py::test_cwd_leak leaked the working directory*",
-            literal(
-                "*LeakedStateWarning: test_leaks.py::test_sysmodules_leak leaked "
-                "sys.modules['json']*"
-            ),
-            "*LeakedStateWarning: test_leaks.py::test_patch_leak leaked an unstopped mock patch "
-            "of time.time*",
+            literal("*test_leaks.py::test_sysmodules_leak leaked sys.modules['json']*"),
+            "*test_leaks.py::test_patch_leak leaked an unstopped mock patch of time.time*",
         ]
     )
+    # The summary groups by test, then category.
     result.stdout.fnmatch_lines(
-        ["*= isolation: 4 tests or fixtures leaked state =*", "test_leaks.py::test_env_leak: *"]
+        [
+            "*= isolation: 4 tests leaked state =*",
+            "test_leaks.py::test_env_leak",
+            literal("  [env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
+            "test_leaks.py::test_cwd_leak",
+            literal("  [cwd] the working directory (was *"),
+        ]
     )
+
+
+def test_no_summary_without_leaks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fine="def test_x(): pass\n")
+    result = run_guard(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*isolation:*")
 
 
 def test_warning_escalates_with_w_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leaks="import os\ndef test_x(): os.environ['LEAKY'] = '1'\n")
-    result = run_guard(
-        pytester, "--isolation-leaks=warn", "-W", "error::pytest_isolation.LeakedStateWarning"
-    )
+    result = run_guard(pytester, "-W", "error::pytest_isolation.LeakedStateWarning")
     result.assert_outcomes(passed=1, errors=1)
 
 
 def test_error_fails_the_leaking_test_in_teardown(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leaks=LEAKERS)
-    result = run_guard(pytester, "--isolation-leaks=error")
+    result = run_guard(pytester, "-p", "no:randomly", "--isolation-leaks=error")
     result.assert_outcomes(passed=5, errors=4)
-    result.stdout.fnmatch_lines(["*ERROR at teardown of test_env_leak*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_env_leak*",
+            literal("test_leaks.py::test_env_leak leaked os.environ['LEAKY'] *"),
+        ]
+    )
 
 
-def test_quiet_restores_without_warnings(pytester: pytest.Pytester) -> None:
+def test_quiet_restores_and_counts(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leaks=LEAKERS)
-    result = run_guard(pytester, "--isolation-leaks=quiet")
+    result = run_guard(pytester, "-p", "no:randomly", "--isolation-leaks=quiet")
     result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*= isolation: 4 tests or fixtures leaked state =*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*= isolation: 4 tests leaked state =*",
+            "restored quietly; run with --isolation-leaks=warn for details",
+        ]
+    )
     result.stdout.no_fnmatch_line("*LeakedStateWarning*")
 
 
-def test_off_by_default(pytester: pytest.Pytester) -> None:
+def test_off_does_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leaks=LEAKERS)
-    result = run_guard(pytester)
+    result = run_guard(pytester, "-p", "no:randomly", "--isolation-leaks=off")
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.no_fnmatch_line("*leaked*")
 
 
-def test_clean_suite_has_no_reports(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_clean=CLEAN)
-    result = run_guard(pytester, "--isolation-leaks=warn")
-    result.assert_outcomes(passed=7)
-    result.stdout.no_fnmatch_line("*leaked*")
+def test_ini_sets_the_policy(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_leaks = error\n")
+    pytester.makepyfile(test_leaks="import os\ndef test_x(): os.environ['LEAKY'] = '1'\n")
+    result = run_guard(pytester)
+    result.assert_outcomes(passed=1, errors=1)
+
+
+def test_bad_policy_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = run_guard(pytester, "--isolation-leaks=loud")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --isolation-leaks: invalid value 'loud'; choose from*"])
 
 
 def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) -> None:
@@ -158,107 +129,218 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
         def sloppy():
             os.environ["SLOPPY"] = "x"
             yield
+
+        @pytest.fixture(scope="class")
+        def tidy():
+            os.environ["TIDY"] = "1"
+            yield
+            del os.environ["TIDY"]
         """
     )
     pytester.makepyfile(
-        test_a="import os\ndef test_1(sloppy): assert os.environ['SLOPPY'] == 'x'\n"
-        "def test_2(sloppy): pass\n"
+        test_a="""
+            import os
+            def test_1(sloppy):
+                assert os.environ["SLOPPY"] == "x"
+            def test_2(sloppy):
+                pass
+            class TestTidy:
+                def test_3(self, tidy):
+                    assert os.environ["TIDY"] == "1"
+                def test_4(self, tidy, sloppy):
+                    os.environ["SLOPPY"] = "changed by the test"
+            def test_5():
+                pass
+        """
     )
-    result = run_guard(pytester, "--isolation-leaks=warn")
-    result.assert_outcomes(passed=2, warnings=1)
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=5, warnings=2)
     result.stdout.fnmatch_lines(
         [
             literal(
-                "*fixture 'sloppy' (scope=session) leaked os.environ['SLOPPY'] "
-                "(was unset, now 'x')*"
-            )
+                "*LeakedStateWarning: fixture 'sloppy' (scope=session) leaked "
+                "os.environ['SLOPPY'] (was unset, now 'x'), at conftest.py:5*"
+            ),
         ]
     )
-    result.stdout.no_fnmatch_line("*test_a.py::test_1 leaked*")
-
-
-def test_guard_runs_in_file_mode_children(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_leaks=LEAKERS)
-    result = run_guard(pytester, "--isolation-leaks=warn", "--isolation-mode=file")
-    result.assert_outcomes(passed=5, warnings=4)
     result.stdout.fnmatch_lines(
-        [literal("*test_leaks.py::test_env_leak leaked os.environ['LEAKY']*")]
+        [literal("*test_a.py::TestTidy::test_4 leaked os.environ['SLOPPY'] (was 'x', now 'chan*")]
     )
+    result.stdout.fnmatch_lines(["*= isolation: 1 test and 1 fixture leaked state =*"])
+    result.stdout.no_fnmatch_line("*test_a.py::test_1 leaked*")
+    result.stdout.no_fnmatch_line("*fixture 'tidy'*leaked*")
 
 
-def test_bad_policy_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = run_guard(pytester, "--isolation-leaks=loud")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --isolation-leaks: invalid value 'loud'; choose from*"])
+IMPORT_TIME = """
+    import os, sys, time
+    from unittest import mock
 
+    os.environ["AT_IMPORT"] = "1"
+    sys.modules["yaml"] = mock.MagicMock()
+    mock.patch.object(time, "sleep").start()
 
-def test_active_patches_fence() -> None:
-    """Breaks loudly if unittest.mock stops tracking started patches where we look."""
-    patcher = mock.patch("os.getcwd", return_value="/nowhere")
-    patcher.start()
-    try:
-        assert patcher in _active_patches()
-    finally:
-        patcher.stop()
-    assert patcher not in _active_patches()
-
-
-MORE_LEAKERS = """
-    import logging, os, signal, socket, sys
-
-    def test_sys_path():
-        sys.path.insert(0, "/nowhere")
-
-    def test_sys_argv():
-        sys.argv = ["prog", "--flag"]
-
-    def test_root_handler():
-        logging.root.addHandler(logging.NullHandler())
-
-    def test_disabled_logger():
-        logging.getLogger("app.db").disabled = True
-
-    def test_socket_timeout():
-        socket.setdefaulttimeout(3.0)
-
-    def test_signal_handler():
-        signal.signal(signal.SIGUSR1, lambda *args: None)
-
-    def test_recursion_limit():
-        sys.setrecursionlimit(sys.getrecursionlimit() + 7)
-
-    def test_clean_afterwards():
-        assert "/nowhere" not in sys.path
-        assert sys.argv != ["prog", "--flag"]
-        assert not any(type(h) is logging.NullHandler for h in logging.root.handlers)
-        assert not logging.getLogger("app.db").disabled
-        assert socket.getdefaulttimeout() is None
-        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    def test_relies_on_it():
+        import yaml
+        assert os.environ["AT_IMPORT"] == "1" and isinstance(yaml, mock.MagicMock)
 """
 
 
-def test_interpreter_logging_and_process_state(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_more=MORE_LEAKERS)
-    result = run_guard(pytester, "--isolation-leaks=warn")
-    result.assert_outcomes(passed=8, warnings=7)
+def test_import_time_leaks_are_reported_for_the_file_not_restored(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_imports=IMPORT_TIME)
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=1, warnings=3)
+    hint = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
     result.stdout.fnmatch_lines(
         [
-            "*test_more.py::test_sys_path leaked sys.path (was *, now *'/nowhere'*",
-            "*test_more.py::test_sys_argv leaked sys.argv*",
-            "*test_more.py::test_root_handler leaked the root logger's handlers*",
-            "*test_more.py::test_disabled_logger leaked disabled loggers*",
-            "*test_more.py::test_socket_timeout leaked socket.getdefaulttimeout() "
-            "(was None, now 3.0)*",
-            "*test_more.py::test_signal_handler leaked the handler of SIGUSR1 "
-            "(was <Handlers.SIG_DFL: 0>, now <function *",
-            "*test_more.py::test_recursion_limit leaked sys.getrecursionlimit()*",
+            literal(
+                "*LeakedStateWarning: test_imports.py (at import) leaked os.environ['AT_IMPORT'] "
+                f"(was unset, now '1'), at test_imports.py:4; {hint}"
+            ),
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [literal("*test_imports.py (at import) leaked sys.modules['yaml'] (was unset, now <Magi*")]
+    )
+    result.stdout.fnmatch_lines(
+        ["*test_imports.py (at import) leaked an unstopped mock patch of time.sleep, at *:6;*"]
+    )
+    result.stdout.fnmatch_lines(["*= isolation: 1 file leaked state =*"])
+
+
+def test_import_time_leak_is_a_collection_error_under_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_imports=IMPORT_TIME)
+    result = run_guard(pytester, "--isolation-leaks=error")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*ERROR collecting test_imports.py*", literal("*(at import) leaked os.environ[*")]
+    )
+
+
+def test_import_time_state_is_contained_in_file_mode(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(test_imports=IMPORT_TIME)
+    result = run_file_mode(pytester, start, "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*leaked*")
+
+
+def test_pytest_s_own_changes_are_never_reported(pytester: pytest.Pytester) -> None:
+    """Import modes insert sys.path entries; warnings capture, logging and
+    PYTEST_CURRENT_TEST change around every test; -x, -s and log options."""
+    pytester.makepyfile(
+        **{
+            "pkg/__init__.py": "",
+            "pkg/test_in_package.py": "import logging\n"
+            "def test_logs(): logging.getLogger('x').warning('hi')\n",
+            "test_top.py": "import warnings\ndef test_warns():\n"
+            "    warnings.warn(UserWarning('w'))\n",
+        }
+    )
+    for args in (
+        ("--import-mode=prepend",),
+        ("--import-mode=append",),
+        ("--import-mode=importlib", "-s"),
+        ("--log-cli-level=INFO", "--log-file=out.log"),
+    ):
+        result = run_guard(pytester, *args)
+        result.assert_outcomes(passed=2, warnings=1)
+        result.stdout.no_fnmatch_line("*leaked*")
+
+
+def test_guard_runs_in_file_mode_children_and_the_parent_summarizes(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(test_leaks=LEAKERS)
+    result = run_file_mode(pytester, start, "-p", "no:randomly")
+    result.assert_outcomes(passed=5, warnings=4)
+    result.stdout.fnmatch_lines(
+        [
+            literal("*test_leaks.py::test_env_leak leaked os.environ['LEAKY']*"),
+            "*= isolation: 4 tests leaked state =*",
+            "test_leaks.py::test_env_leak",
+            literal("  [env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
         ]
     )
 
 
-def test_environ_data_fence(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast environment copy must see what ``os.environ`` sees."""
-    monkeypatch.setenv("ISOLATION_FENCE", "é")
-    data = _environ_data()
-    assert {_text(key) for key in data} == set(os.environ)
-    assert {_text(key): _text(value) for key, value in data.items()}["ISOLATION_FENCE"] == "é"
+ALLOWED = """
+    import os, sys
+    import pytest
+    from unittest import mock
+
+    pytestmark = pytest.mark.isolation(allow_leaks=["cwd"])
+
+    @pytest.mark.isolation(allow_leaks=["env:MYAPP_*", "sys.modules:yaml"])
+    def test_allowed(tmp_path):
+        os.environ["MYAPP_MODE"] = "x"
+        sys.modules["yaml"] = mock.MagicMock()
+        os.chdir(tmp_path)
+
+    def test_allowed_leaks_stay(tmp_path):
+        assert os.environ["MYAPP_MODE"] == "x"
+
+    @pytest.mark.isolation(allow_leaks=["env:MYAPP_*"])
+    def test_other_keys_are_still_reported():
+        os.environ["OTHER"] = "1"
+        os.environ["GLOBAL_OK"] = "1"
+"""
+
+
+def test_marker_and_ini_allow_leaks(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_allow_leaks =\n    env:GLOBAL_OK\n")
+    pytester.makepyfile(test_allowed=ALLOWED)
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=3, warnings=1)
+    result.stdout.fnmatch_lines(
+        [literal("*test_other_keys_are_still_reported leaked os.environ['OTHER']*")]
+    )
+    result.stdout.no_fnmatch_line("*leaked*MYAPP*")
+    result.stdout.no_fnmatch_line("*leaked*GLOBAL_OK*")
+    result.stdout.no_fnmatch_line("*leaked the working directory*")
+
+
+def test_unknown_category_in_ini_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_allow_leaks = environ:FOO\n")
+    pytester.makepyfile(test_a="def test_x(): pass\n")
+    result = run_guard(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: isolation_allow_leaks (ini): unknown leak category 'environ' in "
+            "'environ:FOO'; choose from mock, sys.modules, attribute, env, *"
+        ]
+    )
+
+
+def test_unknown_category_in_a_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="import pytest\n"
+        "@pytest.mark.isolation(allow_leaks=['enviro:FOO'])\ndef test_x(): pass\n"
+    )
+    result = run_guard(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: test_a.py::test_x: @pytest.mark.isolation: unknown leak category 'enviro' "
+            "in 'enviro:FOO'; choose from *"
+        ]
+    )
+
+
+def test_marker_with_other_arguments_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="import pytest\n@pytest.mark.isolation('env')\ndef test_x(): pass\n")
+    result = run_guard(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            literal(
+                "ERROR: test_a.py::test_x: @pytest.mark.isolation takes only allow_leaks=[...], *"
+            )
+        ]
+    )
+
+
+def test_marker_is_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("-p", "isolation", "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.isolation(allow_leaks=*"])

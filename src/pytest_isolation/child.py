@@ -24,8 +24,10 @@ from pytest_isolation.wire import COLLECTED
 from pytest_isolation.wire import COLLECTREPORT
 from pytest_isolation.wire import DESELECTED
 from pytest_isolation.wire import FINISHED
+from pytest_isolation.wire import GUARD_NAME
 from pytest_isolation.wire import HELLO
 from pytest_isolation.wire import INTERRUPTED
+from pytest_isolation.wire import LEAK
 from pytest_isolation.wire import LOGFINISH
 from pytest_isolation.wire import LOGSTART
 from pytest_isolation.wire import NOTFOUND
@@ -128,6 +130,9 @@ class ChildPlugin:
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
 
+    def send_leak(self, leak: Any) -> None:
+        self.sender.send(LEAK, fields=leak.to_wire())
+
     def pytest_warning_recorded(
         self,
         warning_message: Any,
@@ -200,6 +205,10 @@ def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
     manager = config.pluginmanager
     manager.register(plugin, CHILD_PLUGIN_NAME)
     plugin.live = True
+    guard = manager.get_plugin(GUARD_NAME)
+    if guard is not None:  # imports and the file's end are contained by this process
+        guard.contained = True
+        guard.forward = plugin.send_leak
     return plugin
 
 

@@ -6,17 +6,20 @@ import os
 
 import pytest
 
+from pytest_isolation.guard.allow import MARKER_HELP
 from pytest_isolation.settings import CHOICES
 from pytest_isolation.settings import Settings
 from pytest_isolation.wire import CHILD_ENV
+from pytest_isolation.wire import GUARD_NAME
 
 _HELP = {
     "isolation_mode": "file: run every test file in a process of its own.",
     "isolation_start": "How file mode starts a child: fork, spawn, or auto (fork on Linux "
     "unless threads run, spawn elsewhere).",
-    "isolation_leaks": "Leak guard (experimental): warn, error or quiet restore process-wide "
-    "state a test or fixture leaves changed (os.environ, cwd, sys.modules, mock patches, "
-    "sys.path, logging, signals, ...); off does nothing.",
+    "isolation_leaks": "Leak guard: warn, error or quiet restore process-wide state a test, "
+    "fixture or test module import leaves changed (mock patches, sys.modules, module "
+    "attributes, os.environ, cwd, sys.path, logging, signals, ...); warn also warns, error "
+    "fails the test; off does nothing.",
 }
 
 
@@ -32,16 +35,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             help=f"{_HELP[dest]} Default: {choices[0]} (ini {dest}).",
         )
         parser.addini(dest, f"Default of {flag} ({', '.join(choices)}).", default=choices[0])
+    group.addoption(
+        "--isolation-leaks-deep",
+        dest="isolation_leaks_deep",
+        action="store_true",
+        default=False,
+        help="Leak guard, deep tier: also in-place mutation of the project's module- and "
+        "class-level containers, named loggers' handlers and higher-scoped fixture values, "
+        "and lazy initialisation of globals (ini isolation_leaks_deep).",
+    )
+    parser.addini(
+        "isolation_leaks_deep", "Default of --isolation-leaks-deep.", type="bool", default=False
+    )
+    parser.addini(
+        "isolation_allow_leaks",
+        "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "
+        "(e.g. env:MYAPP_*).",
+        type="linelist",
+        default=[],
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
     settings = Settings.from_config(config)
+    config.addinivalue_line("markers", MARKER_HELP)
     if settings.leaks != "off":
         from pytest_isolation.guard.watch import LeakGuard
 
-        config.pluginmanager.register(LeakGuard(settings.leaks), "isolation-guard")
+        guard = LeakGuard(config, settings.leaks, settings.deep)
+        config.pluginmanager.register(guard, GUARD_NAME)
     if child is not None:
         from pytest_isolation.child import install_spawned
         from pytest_isolation.wire import ChildSpec

@@ -83,6 +83,7 @@ class FileRelay:
             wire.LOGSTART: self._logstart,
             wire.REPORT: self._report,
             wire.WARNING: self._warning,
+            wire.LEAK: self._leak,
             wire.LOGFINISH: self._logfinish,
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
@@ -163,6 +164,11 @@ class FileRelay:
         self.config.hook.pytest_warning_recorded.call_historic(
             kwargs={"warning_message": record, "when": when, "nodeid": nodeid, "location": location}
         )
+
+    def _leak(self, fields: dict[str, Any]) -> None:
+        guard = self.config.pluginmanager.get_plugin(wire.GUARD_NAME)
+        if guard is not None:
+            guard.record(fields)
 
     def _logfinish(self, nodeid: str, location: Location) -> None:
         self.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 MODES = ("off", "file")
-LEAK_POLICIES = ("off", "warn", "error", "quiet")
+LEAK_POLICIES = ("warn", "error", "quiet", "off")
 START_METHODS = ("auto", "fork", "spawn")
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
@@ -25,15 +25,18 @@ CHOICES = {
 class Settings:
     mode: str = "off"
     start: str = "auto"
-    leaks: str = "off"
+    leaks: str = "warn"
+    deep: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
+        deep = config.getoption("isolation_leaks_deep") or config.getini("isolation_leaks_deep")
         return cls(
             **{
                 dest.removeprefix("isolation_"): _choice(config, dest, choices)
                 for dest, choices in CHOICES.items()
-            }
+            },
+            deep=bool(deep),
         )
 
 

@@ -19,10 +19,13 @@ from typing import Any
 from typing import BinaryIO
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 #: Environment variable that tells a spawned interpreter it is a file-mode child.
 CHILD_ENV = "PYTEST_ISOLATION_CHILD"
+
+#: Name under which the leak guard is registered, in the parent and in children.
+GUARD_NAME = "isolation-guard"
 
 _HEADER = struct.Struct(">I")
 
@@ -38,6 +41,7 @@ COLLECTED = "collected"
 LOGSTART = "logstart"
 REPORT = "report"
 WARNING = "warning"
+LEAK = "leak"
 LOGFINISH = "logfinish"
 INTERRUPTED = "interrupted"
 FINISHED = "finished"

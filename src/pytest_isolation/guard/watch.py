@@ -1,178 +1,583 @@
-"""The leak guard: snapshot around each test and each higher-scoped fixture,
-report what changed, and put it back.
+"""The leak guard's hooks: windows around tests, higher-scoped fixtures, test
+files and test module imports; settle what leaked (restore, then report).
 
 Window of a test: from before its first function-scoped fixture is set up to
-after its last one is torn down.  State set by a class/module/package/session
-fixture set up during that window belongs to the fixture, checked from its
+after its last one is torn down.  State a class/module/package/session
+fixture sets up inside that window belongs to the fixture, checked from its
 setup to its finalization, and is not the test's leak.
+
+The guard keeps each category's last snapshot between windows: a test that
+changed nothing costs one fast comparison per category and no copy.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+import os
+from collections.abc import Callable
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_isolation import LeakedStateWarning
-from pytest_isolation.guard.categories import CATEGORIES
-from pytest_isolation.guard.categories import MISSING
-from pytest_isolation.guard.categories import Category
-from pytest_isolation.guard.categories import MockPatches
-from pytest_isolation.guard.categories import Snapshot
-from pytest_isolation.guard.categories import stop_patches
+from pytest_isolation.guard import allow
+from pytest_isolation.guard.attributes import Attributes
+from pytest_isolation.guard.attributes import Watchlist
+from pytest_isolation.guard.deep import CONTAINERS
+from pytest_isolation.guard.deep import Containers
+from pytest_isolation.guard.deep import Content
+from pytest_isolation.guard.deep import LoggerConfig
+from pytest_isolation.guard.deep import restore_content
+from pytest_isolation.guard.leftovers import Leftovers
+from pytest_isolation.guard.mocks import FakeFilesystem
+from pytest_isolation.guard.mocks import MockPatches
+from pytest_isolation.guard.mocks import active_patches
+from pytest_isolation.guard.mocks import forgotten_monkeypatches
+from pytest_isolation.guard.mocks import monkeypatch_records
+from pytest_isolation.guard.mocks import patched_by
+from pytest_isolation.guard.mocks import record_start_sites
+from pytest_isolation.guard.mocks import start_site
+from pytest_isolation.guard.mocks import stop_patches
+from pytest_isolation.guard.mocks import target_of
+from pytest_isolation.guard.process import IMPORT_SYSTEM
+from pytest_isolation.guard.process import INTERPRETER
+from pytest_isolation.guard.process import PROCESS
+from pytest_isolation.guard.process import ROOT_LOGGER
+from pytest_isolation.guard.process import Environ
+from pytest_isolation.guard.process import Loggers
+from pytest_isolation.guard.process import SysModules
+from pytest_isolation.guard.process import WorkingDirectory
+from pytest_isolation.guard.process import text
+from pytest_isolation.guard.report import Leak
+from pytest_isolation.guard.report import LeakLog
+from pytest_isolation.guard.sites import BY_MONKEYPATCH
+from pytest_isolation.guard.sites import CWD_EVENTS
+from pytest_isolation.guard.sites import ENV_EVENTS
+from pytest_isolation.guard.sites import PROCESS_EVENTS
+from pytest_isolation.guard.sites import Sites
+from pytest_isolation.guard.sites import listen
+from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.state import ListState
+from pytest_isolation.guard.state import same
 
-State = dict[str, Snapshot]
-Key = tuple[str, str]
+#: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
+MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"})
+#: Patchers are stopped first: that puts back everything they changed.
+PATCHERS = ("mock", "fakefs")
+IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
+MONKEYPATCH_HINT = "call its undo(), or use the monkeypatch fixture or MonkeyPatch.context()"
+_CURRENT_TEST = (b"PYTEST_CURRENT_TEST", "PYTEST_CURRENT_TEST")
+
+#: Sites seen in a window: (category name, key) -> file:line.
+Seen = dict[tuple[str, str], str]
+#: A key of one category: (id of the category, key).
+Key = tuple[int, str]
+#: Keys a fixture set: (value before, value it set).
+Owned = dict[Key, tuple[object, object]]
 
 
-@dataclasses.dataclass(frozen=True)
-class Leak:
+class Tier:
+    """Categories checked together, each with its last snapshot."""
+
+    def __init__(self, categories: list[Category]) -> None:
+        self.categories = categories
+        self.saved: dict[int, object] = {}
+
+    def ensure(self) -> None:
+        for category in self.categories:
+            if id(category) not in self.saved:
+                self.saved[id(category)] = category.snapshot()
+
+    def take(self) -> dict[int, object]:
+        return {id(category): category.snapshot() for category in self.categories}
+
+    def renew(self, category: Category) -> None:
+        """Snapshot again, reusing what is still current where the category can."""
+        previous = self.saved.get(id(category))
+        resnapshot = getattr(category, "resnapshot", None)
+        if previous is not None and resnapshot is not None:
+            self.saved[id(category)] = resnapshot(previous)
+        else:
+            self.saved[id(category)] = category.snapshot()
+
+    def forget(self, category: Category) -> None:
+        self.saved.pop(id(category), None)
+
+
+@dataclasses.dataclass
+class Window:
     owner: str
+    kind: str
+    allowances: tuple[allow.Allowance, ...]
+    #: Keys higher-scoped fixtures set inside the window: (old, new).
+    owned: dict[Key, tuple[object, object]] = dataclasses.field(default_factory=dict)
+    #: Keys finalized fixtures put back inside the window: the value put back.
+    released: dict[Key, object] = dataclasses.field(default_factory=dict)
+
+    def excused(self, key: Key, new: object) -> bool:
+        if key in self.owned and same(self.owned[key][1], new):
+            return True
+        return key in self.released and same(self.released[key], new)
+
+
+@dataclasses.dataclass
+class Found:
     category: Category
     key: str
     old: object
     new: object
 
-    def message(self) -> str:
-        if isinstance(self.category, MockPatches):
-            what = f"an unstopped mock patch of {MockPatches.describe(self.new)}"
-            return f"{self.owner} leaked {what}; {self.category.hint}"
-        label = self.category.label(self.key)
-        show = getattr(self.category, "show", repr)
-        was = "unset" if self.old is MISSING else show(self.old)
-        now = "unset" if self.new is MISSING else show(self.new)
-        return f"{self.owner} leaked {label} (was {was}, now {now}); {self.category.hint}"
-
-
-def snapshot() -> State:
-    return {category.name: category.snapshot() for category in CATEGORIES}
-
-
-def _same(a: object, b: object) -> bool:
-    """Identity, or equality of plain values (tuples compare item by item)."""
-    return a is b or (isinstance(a, (str, int, float, tuple, frozenset)) and a == b)
-
-
-def changes(before: State, after: State) -> list[tuple[Category, str, object, object]]:
-    """Every key whose value differs between two snapshots."""
-    found = []
-    for category in CATEGORIES:
-        old_values, new_values = before[category.name], after[category.name]
-        if old_values == new_values:  # the common case, compared in C
-            continue
-        for key in old_values.keys() | new_values.keys():
-            old, new = old_values.get(key, MISSING), new_values.get(key, MISSING)
-            if not _same(old, new):
-                found.append((category, key, old, new))
-    return found
-
-
-@dataclasses.dataclass
-class Window:
-    """One test's window, with the keys fixtures set or put back inside it."""
-
-    baseline: State
-    owned: dict[Key, object] = dataclasses.field(default_factory=dict)
-    released: dict[Key, object] = dataclasses.field(default_factory=dict)
-
-    def excused(self, key: Key, new: object) -> bool:
-        return any(key in table and _same(table[key], new) for table in (self.owned, self.released))
-
 
 class LeakGuard:
     """Registered as ``isolation-guard`` unless ``--isolation-leaks=off``."""
 
-    def __init__(self, policy: str) -> None:
+    def __init__(self, config: pytest.Config, policy: str, deep: bool) -> None:
+        self.config = config
         self.policy = policy
+        self.deep = deep
+        self.allowances = allow.parse(
+            config.getini("isolation_allow_leaks"), "isolation_allow_leaks (ini)"
+        )
+        self.log = LeakLog(policy)
+        #: In a file-mode child: imports and files are contained by the process.
+        self.contained = False
+        #: Set in a file-mode child: sends each leak to the parent.
+        self.forward: Callable[[Leak], None] | None = None
+        self.sites = Sites(config.rootpath)
+        self.watch = Watchlist(config.rootpath, self.sites.roots)
+        self.attributes = Attributes(self.sites, lazy=deep)
+        self.containers = Containers()
+        categories: list[Category] = [
+            MockPatches(),
+            FakeFilesystem(),
+            Environ(),
+            WorkingDirectory(),
+            SysModules(),
+            IMPORT_SYSTEM,
+            INTERPRETER,
+            ROOT_LOGGER,
+            Loggers(),
+            PROCESS,
+            self.attributes,
+        ]
+        if deep:
+            categories += [self.containers, LoggerConfig()]
+        self.tier = Tier(categories)
+        self.library_attributes = Attributes(self.sites, replaced_only=True)
+        self.file_tier = Tier([self.library_attributes])
+        basetemp = config.option.basetemp
+        self.leftovers = Leftovers((str(basetemp),) if basetemp else ())
         self.window: Window | None = None
-        #: Higher-scoped fixtures alive: their state before setup and what they set.
-        self.fixtures: dict[int, tuple[State, dict[Key, object]]] = {}
-        self.reported: dict[str, list[str]] = defaultdict(list)
+        self.file_window: Window | None = None
+        self.file_path: Path | None = None
+        #: Higher-scoped fixtures alive: their snapshot before setup, what they set, sites.
+        self.fixtures: dict[int, tuple[dict[int, object], Owned, Seen]] = {}
+        self.scoped_values: dict[str, tuple[str, object]] = {}
+        self.values_saved: dict[str, tuple[str, Content]] = {}
         self.pending: list[str] = []
+        #: Sites of environment writes and chdir seen in the open window.
+        self.seen: Seen = {}
+        self.listening = False
+        self._outer: tuple[Any, Any] | None = None
+
+    # -- process-wide recorders --------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        for plugin in self.config.pluginmanager.get_plugins():
+            name = getattr(plugin, "__name__", "") if hasattr(plugin, "__file__") else ""
+            if name and os.path.basename(str(plugin.__file__)) != "conftest.py":
+                self.watch.plugin_packages.add(name.partition(".")[0])
+        self._outer = (listen(self._heard), record_start_sites(self.sites.caller))
+
+    def pytest_unconfigure(self) -> None:
+        if self._outer is not None:
+            listen(self._outer[0])
+            record_start_sites(self._outer[1])
+
+    def _heard(self, event: str, args: tuple[Any, ...]) -> None:
+        if event in PROCESS_EVENTS:
+            self.leftovers.spawned = True
+        elif not self.listening:
+            return
+        elif event in ENV_EVENTS:
+            if args and args[0] not in _CURRENT_TEST:
+                site = self.sites.caller()
+                if site:
+                    self.seen[("env", text(args[0]))] = site
+        elif event in CWD_EVENTS:
+            site = self.sites.caller()
+            if site:
+                self.seen[("cwd", "cwd")] = site
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Unknown categories in markers stop the run before any test runs."""
+        for item in items:
+            if allow.MARKER in item.keywords:
+                allow.of_node(item)
+
+    # -- import time ---------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        if not isinstance(collector, pytest.Module):
+            return (yield)
+        self.watch.test_files.add(os.path.realpath(collector.path))
+        if self.contained:
+            return (yield)
+        self._refresh_watch()
+        before = self.tier.take()
+        self.listening = True
+        try:
+            report = yield
+        finally:
+            self.listening = False
+        found = [
+            item
+            for item in self._changes(self.tier, before)
+            if not _pytest_path_insert(item, collector.path)
+        ]
+        self.tier.saved.clear()  # the tests of this file start from what the import left
+        owner = f"{collector.nodeid} (at import)"
+        try:
+            allowances = (*self.allowances, *allow.of_node(collector))
+        except pytest.UsageError:
+            allowances = self.allowances  # reported at the test's setup
+        patched = {
+            target
+            for item in found
+            if item.category.name == "mock"
+            for target in patched_by(item.new)
+        }
+        found = [
+            item
+            for item in found
+            if item.category is not self.attributes
+            or _attribute_id(self.attributes.where[item.key]) not in patched
+        ]
+        leaks = [
+            self._leak(owner, "file", item, IMPORT_HINT, start_site(item.new))
+            for item in found
+            if not allow.allowed(allowances, item.category.name, self._subject(item))
+        ]
+        self.seen.clear()
+        for leak in leaks:
+            self._record(leak)
+            if self.policy == "warn":
+                collector.warn(LeakedStateWarning(leak.message()))
+        if leaks and self.policy == "error" and report.passed:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(leak.message() for leak in leaks)
+        return report
+
+    # -- per test ------------------------------------------------------------
+
+    def _refresh_watch(self) -> None:
+        if self.watch.refresh():
+            self.attributes.spaces = self.watch.per_test()
+            self.containers.spaces = [*self.watch.project.values(), *self.watch.classes]
+            self.tier.forget(self.attributes)
+            self.tier.forget(self.containers)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before any fixture of the test
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None]:
-        self.window = Window(snapshot())
-        return (yield)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(self, fixturedef: Any) -> Generator[None, object, object]:
-        if fixturedef.scope == "function":
-            return (yield)
-        before = snapshot()
-        try:
-            return (yield)
-        finally:
-            owned = {(c.name, key): new for c, key, _, new in changes(before, snapshot())}
-            self.fixtures[id(fixturedef)] = (before, owned)
-            if self.window is not None:
-                self.window.owned.update(owned)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_post_finalizer(
-        self, fixturedef: Any, request: pytest.FixtureRequest
-    ) -> Generator[None, object, object]:
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        allowances, bad_marker = self.allowances, None
+        if allow.MARKER in item.keywords:
+            try:
+                allowances = (*allowances, *allow.of_node(item))
+            except pytest.UsageError as error:  # a file-mode child reports it here
+                bad_marker = str(error)
+        self._refresh_watch()
+        self.tier.ensure()
+        if not self.contained and item.path != self.file_path:
+            self.file_path = item.path
+            self.library_attributes.spaces = self.watch.every_module()
+            self.file_tier.renew(self.library_attributes)
+            self.file_window = Window(
+                f"{item.path.name} (one of its tests)", "file", self.allowances
+            )
+        self.leftovers.start()
+        self.seen.clear()
+        self.window = Window(item.nodeid, "test", allowances)
+        self.listening = True
         result = yield
-        entry = self.fixtures.pop(id(fixturedef), None)
-        if entry is None:
-            return result
-        before, owned = entry
-        # Only what the fixture itself set counts: other fixtures set up or
-        # finalized in its lifetime, and tests (already restored), are not it.
-        after = snapshot()
-        owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
-        by_name = {category.name: category for category in CATEGORIES}
-        leaks = []
-        for name, key in owned:
-            category = by_name[name]
-            old, new = before[name].get(key, MISSING), after[name].get(key, MISSING)
-            if not _same(old, new) and category.is_leak(key, old, new):
-                leaks.append(Leak(owner, category, key, old, new))
-        self._settle(leaks, request.node)
-        if self.window is not None:  # what the test's window will see put back
-            now = snapshot()
-            for name, key in owned.keys() | {(leak.category.name, leak.key) for leak in leaks}:
-                self.window.released[(name, key)] = now[name].get(key, MISSING)
+        if bad_marker is not None:
+            pytest.fail(bad_marker, pytrace=False)
+        if self.deep:
+            self._remember_fixture_values(item)
         return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after the last finalizer
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, None, None]:
+        for patch in active_patches():  # what the test patched is watched per test from now on
+            self.watch.add_patched(target_of(patch))
+        if self.deep and self.window is not None:
+            self._settle(self._fixture_value_leaks(self.window), item)
         result = yield
         window, self.window = self.window, None
+        self.listening = False
         if window is not None:
-            leaks = [
-                Leak(item.nodeid, c, key, old, new)
-                for c, key, old, new in changes(window.baseline, snapshot())
-                if c.is_leak(key, old, new) and not window.excused((c.name, key), new)
+            leaks = self._close(window, self.tier)
+            leaks += [
+                Leak(
+                    window.owner,
+                    "test",
+                    category,
+                    key,
+                    what,
+                    hint=_LEFTOVER_HINT[category],
+                    restored=False,
+                )
+                for category, key, what in self.leftovers.check()
+                if not allow.allowed(window.allowances, category, key)
             ]
+            self._settle(leaks, item)
+        if self.file_window is not None and (nextitem is None or nextitem.path != item.path):
+            file_window, self.file_window = self.file_window, None
+            leaks = self._close(file_window, self.file_tier)
+            for leak in leaks:
+                owner = self.library_attributes.where.get(leak.key, (None,))[0]
+                self.watch.add_patched(owner)
             self._settle(leaks, item)
         pending, self.pending = self.pending, []
         if pending and self.policy == "error":
             pytest.fail("\n".join(pending), pytrace=False)
         return result
 
+    # -- higher-scoped fixtures ---------------------------------------------
+
+    def _all_tiers(self) -> list[Tier]:
+        return [self.tier, self.file_tier] if self.file_window is not None else [self.tier]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any) -> Generator[None, object, object]:
+        if fixturedef.scope == "function":
+            return (yield)
+        before = {key: value for tier in self._all_tiers() for key, value in tier.take().items()}
+        try:
+            result = yield
+        finally:
+            owned: dict[Key, tuple[object, object]] = {}
+            for tier in self._all_tiers():
+                for found in self._changes(tier, before):
+                    owned[(id(found.category), found.key)] = (found.old, found.new)
+            self.fixtures[id(fixturedef)] = (before, owned, dict(self.seen))
+            for window in (self.window, self.file_window):
+                if window is not None:
+                    window.owned.update(owned)
+            self.leftovers.rebase()  # what the fixture started is the fixture's
+        self.scoped_values[fixturedef.argname] = (fixturedef.scope, result)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_post_finalizer(
+        self, fixturedef: Any, request: pytest.FixtureRequest
+    ) -> Generator[None, object, object]:
+        result = yield
+        self.scoped_values.pop(fixturedef.argname, None)
+        entry = self.fixtures.pop(id(fixturedef), None)
+        if entry is None:
+            return result
+        before, owned, seen = entry
+        owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
+        found = [
+            item
+            for tier in self._all_tiers()
+            for item in self._changes(tier, before)
+            if (id(item.category), item.key) in owned
+        ]
+        leaks = self._restore(owner, "fixture", found, seen)
+        self._settle(leaks, request.node)
+        for window in (self.window, self.file_window):
+            if window is not None:
+                for key, (old, _) in owned.items():
+                    window.released[key] = old
+        return result
+
+    # -- deep tier: values of higher-scoped fixtures ---------------------------
+
+    def _remember_fixture_values(self, item: pytest.Item) -> None:
+        self.values_saved = {}
+        for name, value in getattr(item, "funcargs", {}).items():
+            scoped = self.scoped_values.get(name)
+            if scoped is not None and scoped[1] is value and isinstance(value, CONTAINERS):
+                self.values_saved[name] = (scoped[0], Content(value))
+
+    def _fixture_value_leaks(self, window: Window) -> list[Leak]:
+        leaks = []
+        saved, self.values_saved = self.values_saved, {}
+        for name, (scope, content) in saved.items():
+            now = Content(content.container)
+            if now == content or allow.allowed(window.allowances, "fixture-value", name):
+                continue
+            restore_content(content.container, content.items)
+            what = (
+                f"the value of fixture {name!r} (scope={scope}), mutated in place "
+                f"(was {content!r}, now {now!r})"
+            )
+            leaks.append(
+                Leak(
+                    window.owner,
+                    "test",
+                    "fixture-value",
+                    name,
+                    what,
+                    hint="copy the value in the test, or make the fixture function-scoped",
+                )
+            )
+        return leaks
+
+    # -- finding, restoring and reporting ------------------------------------
+
+    def _changes(self, tier: Tier, saved: dict[int, object]) -> list[Found]:
+        found = []
+        for category in tier.categories:
+            before = saved.get(id(category))
+            if before is None or category.unchanged(before):
+                continue
+            for key, old, new in category.diff(before):
+                if category.is_leak(key, old, new):
+                    found.append(Found(category, key, old, new))
+        return found
+
+    def _close(self, window: Window, tier: Tier) -> list[Leak]:
+        """A window's leaks, restored; the tier's snapshots then match the state."""
+        changed = [
+            c for c in tier.categories if id(c) in tier.saved and not c.unchanged(tier.saved[id(c)])
+        ]
+        if not changed:
+            return []
+        leaks: list[Leak] = []
+        for first in (True, False):
+            group = [c for c in changed if (c.name in PATCHERS) == first]
+            found = [
+                item
+                for item in self._changes(Tier(group), tier.saved)
+                if not window.excused((id(item.category), item.key), item.new)
+                and not allow.allowed(window.allowances, item.category.name, self._subject(item))
+            ]
+            leaks += self._restore(window.owner, window.kind, found)
+        for category in changed:
+            tier.renew(category)
+        return leaks
+
+    def _restore(
+        self,
+        owner: str,
+        kind: str,
+        found: list[Found],
+        seen: Seen | None = None,
+    ) -> list[Leak]:
+        """Put leaked state back: patchers stopped, forgotten MonkeyPatches
+        undone, the rest key by key."""
+        if not found:
+            return []
+        leaks = []
+        sites = {
+            id(item.new): start_site(item.new) for item in found if item.category.name == "mock"
+        }
+        stop_patches([item.new for item in found if item.category.name == "mock"])
+        undone = set()
+        candidates = [
+            (item.category.name, item.key, item.old)
+            for item in found
+            if item.category.name in MONKEYPATCHABLE
+        ]
+        if candidates:
+            for patcher in forgotten_monkeypatches(candidates):
+                undone |= {(category, key) for category, key, _ in monkeypatch_records(patcher)}
+                patcher.undo()
+        for item in found:
+            hint = item.category.hint
+            via = (item.category.name, item.key) in undone
+            if not via and item.category.name != "mock":
+                try:
+                    item.category.restore(item.key, item.old)
+                except Exception as error:
+                    hint = f"could not be restored ({error!r}); {hint}"
+            leak = self._leak(owner, kind, item, hint, sites.get(id(item.new)), seen)
+            if via or leak.site.endswith(BY_MONKEYPATCH):
+                site = leak.site.removesuffix(BY_MONKEYPATCH)
+                what = f"{leak.what} through a pytest.MonkeyPatch never undone"
+                leak = dataclasses.replace(leak, what=what, site=site, hint=MONKEYPATCH_HINT)
+            leaks.append(leak)
+        return leaks
+
+    def _subject(self, item: Found) -> str:
+        subject = getattr(item.category, "subject", None)
+        return str(subject(item.key, item.old, item.new)) if subject else item.key
+
+    def _leak(
+        self,
+        owner: str,
+        kind: str,
+        item: Found,
+        hint: str,
+        started: str | None = None,
+        seen: Seen | None = None,
+    ) -> Leak:
+        category = item.category
+        if category.name == "mock":
+            subject = self._subject(item)
+            what = f"an unstopped mock patch of {subject}"
+            return Leak(owner, kind, "mock", subject, what, site=started or "", hint=hint)
+        site = (self.seen if seen is None else seen).get((category.name, item.key), "")
+        old, new = category.show(item.old), category.show(item.new)
+        what = f"{category.label(item.key)} (was {old}, now {new})"
+        if _same_items(item.old, item.new):
+            what = f"{category.label(item.key)} (rebound to a new list with the same items)"
+        return Leak(owner, kind, category.name, self._subject(item), what, site=site, hint=hint)
+
+    def _record(self, leak: Leak) -> None:
+        self.log.add(leak)
+        if self.forward is not None:
+            self.forward(leak)
+
     def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> None:
-        """Put the state back, then report as the policy says."""
-        stop_patches([leak.new for leak in leaks if isinstance(leak.category, MockPatches)])
         for leak in leaks:
-            leak.category.restore(leak.key, leak.old)
-        for leak in leaks:
+            self._record(leak)
             message = leak.message()
-            self.reported[leak.owner].append(message)
             if self.policy == "warn":
                 node.warn(LeakedStateWarning(message))
             elif self.policy == "error":
                 self.pending.append(message)
 
+    def record(self, fields: dict[str, Any]) -> None:
+        """A leak found in a file-mode child, for this (the parent's) summary."""
+        self.log.add(Leak(**fields))
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.reported:
-            return
-        count = len(self.reported)
-        noun = "test or fixture" if count == 1 else "tests or fixtures"
-        terminalreporter.write_sep("=", f"isolation: {count} {noun} leaked state")
-        for owner, messages in self.reported.items():
-            for message in messages:
-                terminalreporter.write_line(message.replace(f"{owner} leaked", f"{owner}:", 1))
+        self.log.summarize(terminalreporter)
+
+
+_LEFTOVER_HINT = {
+    "threads": "join or stop it before the test ends (or in a fixture's teardown)",
+    "processes": "wait for it or terminate it before the test ends",
+    "files": "write to tmp_path, or remove it in the test",
+}
+
+
+def _same_items(old: object, new: object) -> bool:
+    """Two snapshots of a list attribute with the same items (so it was rebound)."""
+    return isinstance(old, ListState) and isinstance(new, ListState) and old.items == new.items
+
+
+def _attribute_id(where: tuple[object, str]) -> tuple[int, str]:
+    return id(where[0]), where[1]
+
+
+def _pytest_path_insert(item: Found, path: Path) -> bool:
+    """``sys.path`` entries pytest's prepend/append import modes add for a test module."""
+    if item.category.name != "import" or item.key != "sys.path":
+        return False
+    old_items = set(getattr(item.old, "items", ()))
+    added = [entry for entry in getattr(item.new, "items", ()) if entry not in old_items]
+    removed = old_items - set(getattr(item.new, "items", ()))
+    ancestors = {str(parent) for parent in path.parents}
+    return not removed and all(str(entry) in ancestors for entry in added)

@@ -1,0 +1,86 @@
+"""Opt-outs: ``@pytest.mark.isolation(allow_leaks=[...])`` and the ini list
+``isolation_allow_leaks``.  An entry is ``category`` or ``category:pattern``
+(shell-style, matched against the leaked key, e.g. ``env:MYAPP_*``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+
+import pytest
+
+#: Every category name, in the order of the documentation.
+CATEGORIES = (
+    "mock",
+    "sys.modules",
+    "attribute",
+    "env",
+    "cwd",
+    "import",
+    "interpreter",
+    "logging",
+    "process",
+    "fakefs",
+    "monkeypatch",
+    "threads",
+    "processes",
+    "files",
+    "container",
+    "logger",
+    "fixture-value",
+)
+
+MARKER = "isolation"
+MARKER_HELP = (
+    "isolation(allow_leaks=['env:NAME', 'sys.modules:pkg', ...]): leaks the pytest-isolation "
+    "leak guard neither reports nor restores for this test"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Allowance:
+    category: str
+    pattern: str
+
+    def covers(self, category: str, key: str) -> bool:
+        return category == self.category and fnmatchcase(key, self.pattern)
+
+
+def parse(entries: Iterable[object], source: str) -> tuple[Allowance, ...]:
+    """Allowances from ``category[:pattern]`` strings; ``source`` names where they came from."""
+    found = []
+    for entry in entries:
+        if not isinstance(entry, str):
+            raise pytest.UsageError(
+                f"{source}: allow_leaks entries must be strings like 'env:NAME', got {entry!r}"
+            )
+        category, _, pattern = entry.strip().partition(":")
+        if category not in CATEGORIES:
+            choices = ", ".join(CATEGORIES)
+            raise pytest.UsageError(
+                f"{source}: unknown leak category {category!r} in {entry!r}; choose from {choices}"
+            )
+        found.append(Allowance(category, pattern or "*"))
+    return tuple(found)
+
+
+def of_node(node: pytest.Item | pytest.Collector) -> tuple[Allowance, ...]:
+    """The allowances of every ``isolation`` marker on a test, its class and module."""
+    found: list[Allowance] = []
+    for marker in node.iter_markers(MARKER):
+        unknown = set(marker.kwargs) - {"allow_leaks"}
+        if marker.args or unknown:
+            raise pytest.UsageError(
+                f"{node.nodeid}: @pytest.mark.isolation takes only allow_leaks=[...], "
+                f"got {marker.args or sorted(unknown)!r}"
+            )
+        entries = marker.kwargs.get("allow_leaks", ())
+        if isinstance(entries, str):
+            entries = (entries,)
+        found.extend(parse(entries, f"{node.nodeid}: @pytest.mark.isolation"))
+    return tuple(found)
+
+
+def allowed(allowances: Iterable[Allowance], category: str, key: str) -> bool:
+    return any(allowance.covers(category, key) for allowance in allowances)

@@ -1,0 +1,267 @@
+"""Module globals and class attributes rebound by a test.
+
+Per test the guard watches the project's own modules (under the rootdir, not
+test modules or conftests) and the classes defined in them, the stdlib
+modules tests patch most, and any module a test was seen patching.  At each
+file boundary it scans every module dict, reporting only functions and
+classes replaced there (library data changes lazily and is not a test's doing).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Iterable
+from pathlib import Path
+
+from pytest_isolation.guard.process import SYS_COVERED
+from pytest_isolation.guard.sites import Sites
+from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import Change
+from pytest_isolation.guard.state import describe
+from pytest_isolation.guard.state import same
+
+#: Stdlib modules whose attributes tests patch most, watched per test once imported.
+COMMON_STDLIB = (
+    "os",
+    os.path.__name__,
+    "time",
+    "datetime",
+    "socket",
+    "subprocess",
+    "shutil",
+    "sys",
+    "random",
+    "uuid",
+    "json",
+    "builtins",
+)
+
+#: Attributes that change legitimately, or that another category watches.
+SKIPPED = {
+    "sys": SYS_COVERED | {"last_type", "last_value", "last_traceback", "last_exc", "ps1", "ps2"},
+    "builtins": frozenset({"_"}),
+}
+
+#: Packages never scanned: pytest's machinery (``warnings`` is rebound by
+#: pytest's per-test warning capture) and this plugin.
+MACHINERY = frozenset({"pytest", "_pytest", "pluggy", "pytest_isolation", "__main__", "warnings"})
+
+#: One watched namespace: (name prefix, the module or class).
+Space = tuple[str, object]
+
+
+class _Saved:
+    """One namespace's dict at snapshot time: a live view, its values as a
+    tuple (for the fast compare) and a copy (for the diff)."""
+
+    __slots__ = ("copy", "live", "owner", "prefix", "values")
+
+    def __init__(self, prefix: str, owner: object) -> None:
+        self.prefix = prefix
+        self.owner = owner
+        self.live = vars(owner)
+        self.copy = dict(self.live)
+        self.values = tuple(self.copy.values())
+
+    def unchanged(self) -> bool:
+        try:
+            return len(self.live) == len(self.values) and tuple(self.live.values()) == self.values
+        except Exception:  # an item's __eq__ failed: it was replaced
+            return False
+
+
+def _replaceable(value: object) -> bool:
+    """Functions and classes: what a hand-made patch replaces."""
+    return isinstance(
+        value,
+        (
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodType,
+            type,
+            staticmethod,
+            classmethod,
+        ),
+    )
+
+
+class Attributes:
+    """Rebinding of names in a set of module and class namespaces."""
+
+    name = "attribute"
+    hint = "use monkeypatch.setattr or mock.patch.object, which undo themselves"
+
+    def __init__(self, sites: Sites, *, lazy: bool = False, replaced_only: bool = False) -> None:
+        self.sites = sites
+        #: Report ``None``/unset -> value (lazy initialisation): the deep tier only.
+        self.lazy = lazy
+        #: Only functions and classes replaced (the file-boundary scan of library modules).
+        self.replaced_only = replaced_only
+        self.spaces: list[Space] = []
+        self.where: dict[str, tuple[object, str]] = {}
+
+    def snapshot(self) -> object:
+        return [_Saved(prefix, owner) for prefix, owner in self.spaces]
+
+    def resnapshot(self, previous: object) -> object:
+        """A snapshot that reuses the parts of ``previous`` still current."""
+        assert isinstance(previous, list)
+        current = {id(saved.owner): saved for saved in previous if saved.unchanged()}
+        return [current.get(id(owner)) or _Saved(prefix, owner) for prefix, owner in self.spaces]
+
+    def unchanged(self, saved: object) -> bool:
+        assert isinstance(saved, list)
+        return all(space.unchanged() for space in saved)
+
+    def diff(self, saved: object) -> list[Change]:
+        assert isinstance(saved, list)
+        found: list[Change] = []
+        for space in saved:
+            if space.unchanged():
+                continue
+            skipped = SKIPPED.get(space.prefix, frozenset())
+            live = dict(space.live)
+            for name in space.copy.keys() | live.keys():
+                if name in skipped or (name.startswith("__") and name.endswith("__")):
+                    continue
+                old, new = space.copy.get(name, MISSING), live.get(name, MISSING)
+                if not same(old, new):
+                    key = f"{space.prefix}.{name}"
+                    self.where[key] = (space.owner, name)
+                    found.append((key, old, new))
+        return found
+
+    def label(self, key: str) -> str:
+        return key
+
+    def show(self, value: object) -> str:
+        return describe(value, self.sites.defined)
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        if old is MISSING and isinstance(new, types.ModuleType):
+            return False  # a submodule imported: its parent package gains the name
+        if not self.lazy and (old is None or old is MISSING):
+            return False  # lazy initialisation; the deep tier reports it
+        return not self.replaced_only or _replaceable(old)
+
+    def restore(self, key: str, old: object) -> None:
+        owner, name = self.where[key]
+        if old is MISSING:
+            if name in vars(owner):
+                delattr(owner, name)
+        else:
+            setattr(owner, name, old)
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+class Watchlist:
+    """Decides which namespaces the attribute tiers watch, as modules arrive."""
+
+    def __init__(self, rootdir: Path, library_roots: tuple[str, ...]) -> None:
+        self.root = os.path.join(_real(str(rootdir)), "")
+        self.library_roots = library_roots
+        #: Real paths of collected test modules (never project state).
+        self.test_files: set[str] = set()
+        #: Top-level packages of registered pytest plugins (skipped by the scan).
+        self.plugin_packages: set[str] = set(MACHINERY)
+        self.project: dict[str, Space] = {}
+        self.classes: list[Space] = []
+        self.patched: dict[int, Space] = {}
+        self._seen: dict[str, object] = {}
+        self._test_file: dict[str, bool] = {}
+        self._every: tuple[tuple[int, int, int], list[Space]] | None = None
+        self._count = -1
+        self._dirty = True
+
+    def add_patched(self, owner: object) -> None:
+        """A module or class a test patched: watched per test from now on."""
+        if id(owner) in self.patched or not isinstance(owner, (types.ModuleType, type)):
+            return
+        if isinstance(owner, type):
+            prefix = f"{owner.__module__}.{owner.__qualname__}"
+        else:
+            prefix = owner.__name__
+        self.patched[id(owner)] = (prefix, owner)
+        self._dirty = True
+
+    def refresh(self) -> bool:
+        """Classify modules imported since the last call; whether the per-test set changed."""
+        if len(sys.modules) == self._count and not self._dirty:
+            return False
+        changed, self._dirty = self._dirty, False
+        self._count = len(sys.modules)
+        for name, module in list(sys.modules.items()):
+            if self._seen.get(name) is module:
+                continue
+            self._seen[name] = module
+            if name in COMMON_STDLIB:
+                changed = True
+            elif self._is_project(name, module):
+                self.project[name] = (name, module)
+                self.classes.extend(_classes_of(name, module))
+                changed = True
+        return changed
+
+    def per_test(self) -> list[Space]:
+        stdlib = [(name, sys.modules[name]) for name in COMMON_STDLIB if name in sys.modules]
+        spaces = [*stdlib, *self.project.values(), *self.classes, *self.patched.values()]
+        unique: dict[int, Space] = {}
+        for prefix, owner in spaces:
+            unique.setdefault(id(owner), (prefix, owner))
+        return list(unique.values())
+
+    def every_module(self) -> list[Space]:
+        """Every module dict for the file-boundary scan, except pytest's, plugins'
+        and test modules (their own state is theirs)."""
+        key = (len(sys.modules), len(self.project), len(self.patched))
+        if self._every is None or self._every[0] != key:
+            self._every = (key, self._every_module())
+        return self._every[1]
+
+    def _every_module(self) -> list[Space]:
+        watched = {id(owner) for _, owner in self.per_test()}
+        return [
+            (name, module)
+            for name, module in list(sys.modules.items())
+            if isinstance(module, types.ModuleType)
+            and id(module) not in watched
+            and name.partition(".")[0] not in self.plugin_packages
+            and not self._is_test_file(module)
+        ]
+
+    def _is_test_file(self, module: types.ModuleType) -> bool:
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str):
+            return False
+        known = self._test_file.get(path)
+        if known is None:  # test files are recorded before they are imported
+            known = os.path.basename(path) == "conftest.py" or _real(path) in self.test_files
+            self._test_file[path] = known
+        return known
+
+    def _is_project(self, name: str, module: object) -> bool:
+        if not isinstance(module, types.ModuleType) or name.partition(".")[0] in MACHINERY:
+            return False
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str):
+            return False
+        if path.startswith(self.library_roots):
+            return False
+        real = _real(path)
+        if not real.startswith(self.root) or real.startswith(self.library_roots):
+            return False
+        parts = Path(real).parts
+        if "site-packages" in parts or "dist-packages" in parts:
+            return False
+        return not self._is_test_file(module)
+
+
+def _classes_of(name: str, module: types.ModuleType) -> Iterable[Space]:
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and value.__module__ == name:
+            yield f"{name}.{value.__qualname__}", value

@@ -1,0 +1,175 @@
+"""The deep tier (``--isolation-leaks-deep``): containers mutated in place.
+
+Module- and class-level dicts, lists, sets and deques of the project, named
+loggers' handlers, filters and formatters, and the values of higher-scoped
+fixtures.  Each is fingerprinted shallowly (type, length, identities of the
+items) and restored to its shallow content.  Lazily filled caches show up
+here; allow them with ``allow_leaks``/``isolation_allow_leaks``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any
+
+from pytest_isolation.guard.attributes import Space
+from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import Change
+from pytest_isolation.guard.state import describe
+from pytest_isolation.guard.state import equal
+
+CONTAINERS = (dict, list, set, collections.deque)
+
+
+def items_of(container: Any) -> tuple[object, ...]:
+    """The shallow content: a dict's (key, value) pairs flattened, else the items."""
+    if isinstance(container, dict):
+        return (*container.keys(), *container.values())
+    return tuple(container)
+
+
+def restore_content(container: Any, items: tuple[object, ...]) -> None:
+    if isinstance(container, dict):
+        half = len(items) // 2
+        container.clear()
+        container.update(zip(items[:half], items[half:], strict=True))
+    elif isinstance(container, list):
+        container[:] = items
+    else:  # set, deque
+        container.clear()
+        container.extend(items) if isinstance(container, collections.deque) else container.update(
+            items
+        )
+
+
+class Content:
+    """A container and its shallow content, shown by length."""
+
+    __slots__ = ("container", "items", "size")
+
+    def __init__(self, container: Any) -> None:
+        self.container = container
+        self.items = items_of(container)
+        self.size = len(container)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Content)
+            and other.container is self.container
+            and equal(other.items, self.items)
+        )
+
+    def __hash__(self) -> int:
+        return id(self.container)
+
+    def __repr__(self) -> str:
+        kind = type(self.container).__name__
+        return f"{kind} of {self.size} item{'s' if self.size != 1 else ''}"
+
+
+class Containers:
+    """In-place mutation of containers in project module and class namespaces."""
+
+    name = "container"
+    hint = "copy it in the test, or reset it in a fixture (allow a lazily filled cache)"
+
+    def __init__(self) -> None:
+        self.spaces: list[Space] = []
+        self.where: dict[str, Any] = {}
+
+    def _read(self) -> dict[str, Content]:
+        found = {}
+        for prefix, owner in self.spaces:
+            for name, value in list(vars(owner).items()):
+                if isinstance(value, CONTAINERS) and not name.startswith("__"):
+                    found[f"{prefix}.{name}"] = Content(value)
+        return found
+
+    def snapshot(self) -> object:
+        return self._read()
+
+    def unchanged(self, saved: object) -> bool:
+        assert isinstance(saved, dict)
+        return all(Content(content.container) == content for content in saved.values())
+
+    def diff(self, saved: object) -> list[Change]:
+        assert isinstance(saved, dict)
+        found: list[Change] = []
+        for key, content in saved.items():
+            now = Content(content.container)
+            if now != content:
+                self.where[key] = content
+                found.append((key, content, now))
+        return found
+
+    def label(self, key: str) -> str:
+        return f"{key} (mutated in place)"
+
+    def show(self, value: object) -> str:
+        return describe(value)
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return True
+
+    def restore(self, key: str, old: object) -> None:
+        assert isinstance(old, Content)
+        restore_content(old.container, old.items)
+
+
+def _handler_state(handler: logging.Handler) -> tuple[object, ...]:
+    return (handler, handler.formatter, tuple(handler.filters), handler.level)
+
+
+class LoggerConfig:
+    """Named loggers' handlers and filters, and those handlers' formatters and filters."""
+
+    name = "logger"
+    hint = "use caplog, or undo the logging configuration in a fixture"
+
+    def read(self) -> dict[str, object]:
+        found: dict[str, object] = {}
+        for name, logger in list(logging.Logger.manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger) and (logger.handlers or logger.filters):
+                found[name] = (
+                    tuple(_handler_state(handler) for handler in logger.handlers),
+                    tuple(logger.filters),
+                )
+        return found
+
+    def snapshot(self) -> object:
+        return self.read()
+
+    def unchanged(self, saved: object) -> bool:
+        return equal(self.read(), saved)
+
+    def diff(self, saved: object) -> list[Change]:
+        assert isinstance(saved, dict)
+        now = self.read()
+        return [
+            (key, saved.get(key, MISSING), now.get(key, MISSING))
+            for key in saved.keys() | now.keys()
+            if not equal(saved.get(key, MISSING), now.get(key, MISSING))
+        ]
+
+    def label(self, key: str) -> str:
+        return f"the handlers/filters of logger {key!r}"
+
+    def show(self, value: object) -> str:
+        if not isinstance(value, tuple):
+            return "none"
+        handlers, filters = value
+        return f"{len(handlers)} handler(s), {len(filters)} filter(s)"
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return True
+
+    def restore(self, key: str, old: object) -> None:
+        logger = logging.getLogger(key)
+        handlers, filters = old if isinstance(old, tuple) else ((), ())
+        for handler, formatter, handler_filters, level in handlers:
+            handler.setFormatter(formatter)
+            handler.filters[:] = handler_filters
+            handler.setLevel(level)
+        logger.handlers[:] = [state[0] for state in handlers]
+        logger.filters[:] = filters

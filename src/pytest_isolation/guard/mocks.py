@@ -1,0 +1,243 @@
+"""Patchers left active: ``unittest.mock`` patches, a pyfakefs ``Patcher``, a
+hand-made ``pytest.MonkeyPatch``.
+
+Each of these changes other state (module attributes, ``os.environ``, ...);
+the guard stops the patcher itself first, which puts all of that back the way
+its author meant, and only then looks at what is still changed.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import Flat
+from pytest_isolation.guard.state import describe
+
+
+class _StartSites(list[Any]):
+    """Stands in for ``mock._patch._active_patches`` and records, for each
+    patch started, where ``start()`` was called."""
+
+    def __init__(self, items: list[Any]) -> None:
+        super().__init__(items)
+        self.sites: dict[int, str] = {}
+        self.locate: Callable[[], str | None] | None = None
+
+    def append(self, patch: Any) -> None:
+        site = self.locate() if self.locate is not None else None
+        if site:
+            self.sites[id(patch)] = site
+        super().append(patch)
+
+    def remove(self, patch: Any) -> None:
+        super().remove(patch)
+        self.sites.pop(id(patch), None)
+
+
+def _patch_registry() -> list[Any]:
+    """The list of started, unstopped patches.
+
+    Private stdlib detail, unavoidable: ``unittest.mock`` keeps them only in
+    ``_patch._active_patches`` (``patch``, ``patch.object``, ``patch.dict``
+    and ``patch.multiple`` alike); ``tests/test_guard_fences.py`` fails loudly
+    if that changes.
+    """
+    return mock._patch._active_patches  # type: ignore[attr-defined,no-any-return]
+
+
+Locate = Callable[[], "str | None"]
+
+
+def record_start_sites(locate: Locate | None) -> Locate | None:
+    """Make ``start()`` record its caller's site (``None`` stops recording);
+    returns the previous locator, to put back."""
+    registry = _patch_registry()
+    if not isinstance(registry, _StartSites):
+        registry = _StartSites(registry)
+        mock._patch._active_patches = registry  # type: ignore[attr-defined]
+    previous, registry.locate = registry.locate, locate
+    return previous
+
+
+def active_patches() -> list[Any]:
+    return list(_patch_registry())
+
+
+def start_site(patch: object) -> str | None:
+    registry = _patch_registry()
+    return registry.sites.get(id(patch)) if isinstance(registry, _StartSites) else None
+
+
+def target_of(patch: object) -> object:
+    """The object a patch changes (a module, class or dict)."""
+    getter = getattr(patch, "getter", None)
+    return getter() if callable(getter) else getattr(patch, "in_dict", None)
+
+
+def patched_by(patch: object) -> set[tuple[int, str]]:
+    """The (id of owner, attribute) pairs a started patch replaced."""
+    found = set()
+    for part in (patch, *getattr(patch, "additional_patchers", ())):
+        attribute = getattr(part, "attribute", None)
+        if attribute:
+            found.add((id(target_of(part)), str(attribute)))
+    return found
+
+
+def patch_name(patch: object) -> str:
+    target = target_of(patch)
+    attribute = getattr(patch, "attribute", None)
+    if target is os.environ:
+        name = "os.environ"
+    elif target is sys.modules:
+        name = "sys.modules"
+    else:
+        name = str(
+            getattr(target, "__qualname__", None)
+            or getattr(target, "__name__", None)
+            or type(target).__name__
+        )
+        module = getattr(target, "__module__", None)
+        if isinstance(target, type) and module:
+            name = f"{module}.{name}"
+    kind = "patch.dict" if attribute is None else None
+    if getattr(patch, "additional_patchers", None):
+        kind = "patch.multiple"
+    return (
+        f"{name}.{attribute}" + (f" ({kind})" if kind else "") if attribute else f"{name} ({kind})"
+    )
+
+
+class MockPatches(Flat):
+    """``unittest.mock`` patches started and never stopped."""
+
+    name = "mock"
+    hint = "stop it (patcher.stop()), or use the patch as a decorator, context manager or mocker"
+
+    def read(self) -> dict[str, object]:
+        return {str(id(patch)): patch for patch in _patch_registry()}
+
+    def subject(self, key: str, old: object, new: object) -> str:
+        return patch_name(new)
+
+    def label(self, key: str) -> str:
+        return "an unstopped mock patch"
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return old is MISSING and new is not MISSING
+
+    def restore(self, key: str, old: object) -> None:
+        """Nothing to put back per key; see :func:`stop_patches`."""
+
+
+def stop_patches(patches: list[object]) -> None:
+    """Stop exactly these patches, last started first (never ``patch.stopall()``,
+    which would also stop pytest-mock's)."""
+    order = {id(patch): index for index, patch in enumerate(_patch_registry())}
+    for patch in sorted(patches, key=lambda p: order.get(id(p), -1), reverse=True):
+        patch.stop()  # type: ignore[attr-defined]
+
+
+def _pyfakefs_patcher() -> object:
+    """pyfakefs's active ``Patcher`` (its public class attribute ``PATCHER``)."""
+    module = sys.modules.get("pyfakefs.fake_filesystem_unittest")
+    patcher = getattr(getattr(module, "Patcher", None), "PATCHER", None)
+    return patcher if getattr(patcher, "is_patching", False) else None
+
+
+class FakeFilesystem(Flat):
+    """A pyfakefs ``Patcher`` set up and never torn down: the whole process
+    then sees a fake file system."""
+
+    name = "fakefs"
+    hint = "use the fs fixture, or call patcher.tearDown() (or use Patcher as a context manager)"
+
+    def read(self) -> dict[str, object]:
+        return {"pyfakefs": _pyfakefs_patcher()}
+
+    def label(self, key: str) -> str:
+        return "an active pyfakefs Patcher"
+
+    def show(self, value: object) -> str:
+        return "none" if value is None or value is MISSING else describe(value)
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return new is not None and new is not MISSING and old in (None, MISSING)
+
+    def restore(self, key: str, old: object) -> None:
+        for _ in range(16):  # pyfakefs counts nested setUp() calls
+            patcher = _pyfakefs_patcher()
+            if patcher is None:
+                return
+            patcher.tearDown()  # type: ignore[attr-defined]
+
+
+def monkeypatch_records(patcher: pytest.MonkeyPatch) -> list[tuple[str, str, object]]:
+    """What a ``pytest.MonkeyPatch`` would undo, as (category, key, old value).
+
+    Private pytest detail, unavoidable: ``MonkeyPatch`` keeps its undo lists
+    in ``_setattr``, ``_setitem``, ``_cwd`` and ``_savesyspath`` and offers no
+    public way to read them; ``tests/test_guard_fences.py`` fails loudly if
+    they change.
+    """
+    records: list[tuple[str, str, object]] = []
+    for target, name, old in getattr(patcher, "_setattr", ()):
+        owner = getattr(target, "__name__", None)
+        if isinstance(target, type):
+            owner = f"{target.__module__}.{target.__qualname__}"
+        if owner is not None:
+            records.append(("attribute", f"{owner}.{name}", MISSING if old is _notset() else old))
+    for mapping, key, old in getattr(patcher, "_setitem", ()):
+        value = MISSING if old is _notset() else old
+        if mapping is os.environ:
+            records.append(("env", str(key), value))
+        elif mapping is sys.modules:
+            records.append(("sys.modules", str(key), value))
+    if getattr(patcher, "_cwd", None) is not None:
+        records.append(("cwd", "cwd", patcher._cwd))
+    if getattr(patcher, "_savesyspath", None) is not None:
+        records.append(("import", "sys.path", MISSING))
+    return records
+
+
+def _notset() -> object:
+    from _pytest import monkeypatch as module  # the fence above covers this too
+
+    return getattr(module, "notset", object())
+
+
+def forgotten_monkeypatches(leaks: list[tuple[str, str, object]]) -> list[pytest.MonkeyPatch]:
+    """``pytest.MonkeyPatch`` objects that made these leaks and were never undone.
+
+    Found by a heap scan, which only runs when a window found leaks of the
+    kinds a MonkeyPatch makes.  A patcher matches when it recorded the leaked
+    key with the value the window started from, so a higher-scoped fixture's
+    patcher (whose old value predates the window) never matches.
+    """
+    wanted = {(category, key) for category, key, _ in leaks}
+    olds = {(category, key): old for category, key, old in leaks}
+    found = []
+    for candidate in gc.get_objects():
+        if type(candidate) is not pytest.MonkeyPatch:
+            continue
+        for category, key, old in monkeypatch_records(candidate):
+            if (category, key) in wanted and _same_old(olds[(category, key)], old, category):
+                found.append(candidate)
+                break
+    return found
+
+
+def _same_old(window_old: object, recorded: object, category: str) -> bool:
+    if category == "env" and isinstance(window_old, bytes):
+        window_old = os.fsdecode(window_old)
+    if category in ("cwd", "import"):
+        return True
+    return window_old is recorded or window_old == recorded

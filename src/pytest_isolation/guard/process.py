@@ -1,0 +1,353 @@
+"""Process-wide state outside module attributes: the environment, the working
+directory, ``sys.modules``, the import system, interpreter hooks, logging,
+signals, the socket timeout and the umask."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import types
+from functools import partial
+from typing import Any
+from typing import cast
+
+from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import Change
+from pytest_isolation.guard.state import Flat
+from pytest_isolation.guard.state import ListState
+from pytest_isolation.guard.state import Slot
+from pytest_isolation.guard.state import Slots
+from pytest_isolation.guard.state import equal
+
+# The real functions, read once: a test may replace the module attributes.
+_ENVIRON = os.environ
+_getcwd = os.getcwd
+_chdir = os.chdir
+_umask_call = os.umask
+
+
+def text(value: object) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
+
+
+def environ_data() -> dict[Any, Any]:
+    """A copy of the environment as stored (bytes on POSIX).
+
+    Private stdlib detail, for speed: copying ``os.environ._data`` costs about
+    a microsecond, ``dict(os.environ)`` about thirty.  Falls back to the
+    public mapping if the attribute goes; ``tests/test_guard_fences.py``
+    checks both give the same keys.
+    """
+    data = getattr(_ENVIRON, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(_ENVIRON)
+
+
+class Environ(Flat):
+    """``os.environ``, key by key."""
+
+    name = "env"
+    hint = "use monkeypatch.setenv/delenv"
+    #: Set and removed by pytest around every test.
+    ignored = frozenset({"PYTEST_CURRENT_TEST"})
+
+    def read(self) -> dict[str, object]:
+        return environ_data()
+
+    def diff(self, saved: object) -> list[Change]:
+        return [(text(key), old, new) for key, old, new in super().diff(saved)]
+
+    def label(self, key: str) -> str:
+        return f"os.environ[{key!r}]"
+
+    def show(self, value: object) -> str:
+        return "unset" if value is MISSING else repr(text(value))
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return key not in self.ignored
+
+    def restore(self, key: str, old: object) -> None:
+        if old is MISSING:
+            _ENVIRON.pop(key, None)
+        else:
+            _ENVIRON[key] = text(old)
+
+
+class WorkingDirectory(Flat):
+    """The current working directory."""
+
+    name = "cwd"
+    hint = "use monkeypatch.chdir, or tmp_path with monkeypatch.chdir"
+
+    def read(self) -> dict[str, object]:
+        try:
+            return {"cwd": _getcwd()}
+        except FileNotFoundError:  # the directory was removed under us
+            return {"cwd": MISSING}
+
+    def label(self, key: str) -> str:
+        return "the working directory"
+
+    def restore(self, key: str, old: object) -> None:
+        if isinstance(old, str):
+            _chdir(old)
+
+
+class _Modules(dict[str, object]):
+    """A copy of ``sys.modules`` and its values as a tuple, for a fast compare."""
+
+    values_now: tuple[object, ...] = ()
+
+
+class SysModules(Flat):
+    """``sys.modules``: replaced modules and injected non-modules.
+
+    A real module imported during a test is not a leak, nor is one removed.
+    """
+
+    name = "sys.modules"
+    hint = "use monkeypatch.setitem(sys.modules, ...) or mock.patch.dict(sys.modules, ...)"
+
+    def snapshot(self) -> object:
+        saved = _Modules(sys.modules)
+        saved.values_now = tuple(saved.values())
+        return saved
+
+    def read(self) -> dict[str, object]:
+        return dict(sys.modules)
+
+    def unchanged(self, saved: object) -> bool:
+        assert isinstance(saved, _Modules)
+        return equal(tuple(sys.modules.values()), saved.values_now)
+
+    def label(self, key: str) -> str:
+        return f"sys.modules[{key!r}]"
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        if new is MISSING:
+            return False
+        if key == "Path" and type(new).__module__.startswith("pyfakefs."):
+            return False  # pyfakefs leaves it there by design, even after its fs fixture
+        return old is not MISSING or not isinstance(new, types.ModuleType)
+
+    def restore(self, key: str, old: object) -> None:
+        if old is MISSING:
+            sys.modules.pop(key, None)
+        else:
+            sys.modules[key] = cast(types.ModuleType, old)
+
+
+def _sys_list(name: str) -> Slot:
+    """A list attribute of ``sys``: compared by content and by identity."""
+
+    def get() -> object:
+        value = getattr(sys, name)
+        return ListState((id(value), tuple(value)))
+
+    def put(old: object) -> None:
+        assert isinstance(old, ListState)
+        current = getattr(sys, name)
+        if id(current) == old[0]:
+            current[:] = old.items
+        else:
+            setattr(sys, name, list(old.items))
+
+    return get, put
+
+
+def _sys_attribute(name: str) -> Slot:
+    return (lambda: getattr(sys, name)), (lambda old: setattr(sys, name, old))
+
+
+def _umask() -> object:
+    mask = _umask_call(0o022)
+    _umask_call(mask)
+    return mask
+
+
+def _raw_getsignal() -> Any:
+    """The fastest way to read a signal's handler.
+
+    The C module ``_signal`` (what ``signal`` wraps) when present:
+    ``signal.getsignal`` converts to an enum and costs ~5 us per call, the
+    raw call ~0.1 us.  Both return the same handler objects for Python
+    handlers; ``tests/test_guard_fences.py`` checks they agree.
+    """
+    raw = sys.modules.get("_signal")
+    return getattr(raw, "getsignal", signal.getsignal)
+
+
+_getsignal = _raw_getsignal()
+
+
+def _signal_slot(number: int) -> Slot:
+    def put(old: object) -> None:
+        if old is not None:  # None: a handler not installed from Python
+            signal.signal(number, cast(Any, old))
+
+    return partial(_getsignal, number), put
+
+
+_SIGNALS = tuple(
+    number
+    for number in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        getattr(signal, "SIGALRM", None),
+        getattr(signal, "SIGHUP", None),
+        getattr(signal, "SIGUSR1", None),
+        getattr(signal, "SIGUSR2", None),
+        getattr(signal, "SIGCHLD", None),
+    )
+    if number is not None
+)
+
+
+def _set_recursion_limit(old: object) -> None:
+    sys.setrecursionlimit(cast(int, old))
+
+
+def _set_trace(old: object) -> None:
+    sys.settrace(cast(Any, old))
+
+
+def _set_profile(old: object) -> None:
+    sys.setprofile(cast(Any, old))
+
+
+def _root_handlers() -> object:
+    return tuple(logging.root.handlers)
+
+
+def _set_root_handlers(old: object) -> None:
+    logging.root.handlers = list(cast(tuple[logging.Handler, ...], old))
+
+
+def _root_level() -> object:
+    return logging.root.level
+
+
+def _set_root_level(old: object) -> None:
+    logging.root.setLevel(cast(int, old))
+
+
+def _disable_level() -> object:
+    return logging.root.manager.disable
+
+
+def _set_disable_level(old: object) -> None:
+    logging.disable(cast(int, old))
+
+
+def _set_socket_timeout(old: object) -> None:
+    socket.setdefaulttimeout(cast("float | None", old))
+
+
+def _set_umask(old: object) -> None:
+    _umask_call(cast(int, old))
+
+
+_LOGGER_DEFAULTS = (logging.NOTSET, False, True)
+
+
+class Loggers(Flat):
+    """Named loggers: level, ``disabled`` and ``propagate``.
+
+    ``logging.config.dictConfig`` disables every existing logger unless told
+    otherwise, which silently breaks ``caplog`` in later tests.
+    """
+
+    name = "logging"
+    hint = "use caplog.set_level, or pass disable_existing_loggers=False to dictConfig"
+
+    def read(self) -> dict[str, object]:
+        return {
+            name: (logger.level, logger.disabled, logger.propagate)
+            for name, logger in list(logging.Logger.manager.loggerDict.items())
+            if isinstance(logger, logging.Logger)
+        }
+
+    def label(self, key: str) -> str:
+        return f"logger {key!r} (level, disabled, propagate)"
+
+    def show(self, value: object) -> str:
+        if not isinstance(value, tuple):
+            value = _LOGGER_DEFAULTS
+        level, disabled, propagate = value
+        return (
+            f"{logging.getLevelName(level)}, {'disabled' if disabled else 'enabled'}, "
+            f"propagate={propagate}"
+        )
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        if new is MISSING:
+            return False
+        # A logger created during the test lives on: only its defaults are clean.
+        return new != (old if old is not MISSING else _LOGGER_DEFAULTS)
+
+    def restore(self, key: str, old: object) -> None:
+        level, disabled, propagate = old if isinstance(old, tuple) else _LOGGER_DEFAULTS
+        logger = logging.getLogger(key)
+        logger.setLevel(level)
+        logger.disabled, logger.propagate = disabled, propagate
+
+
+IMPORT_SYSTEM = Slots(
+    "import",
+    "use monkeypatch.syspath_prepend or monkeypatch.setattr(sys, ...)",
+    {f"sys.{name}": _sys_list(name) for name in ("path", "meta_path", "path_hooks")},
+)
+
+INTERPRETER = Slots(
+    "interpreter",
+    "restore it in a fixture, or use monkeypatch.setattr",
+    {
+        "sys.argv": _sys_list("argv"),
+        **{
+            f"sys.{name}": _sys_attribute(name)
+            for name in ("stdout", "stderr", "stdin", "excepthook")
+        },
+        "sys.getrecursionlimit()": (sys.getrecursionlimit, _set_recursion_limit),
+        "sys.gettrace()": (sys.gettrace, _set_trace),
+        "sys.getprofile()": (sys.getprofile, _set_profile),
+    },
+)
+
+ROOT_LOGGER = Slots(
+    "logging",
+    "use caplog, or undo the logging configuration in a fixture",
+    {
+        "the root logger's handlers": (_root_handlers, _set_root_handlers),
+        "the root logger's level": (_root_level, _set_root_level),
+        "logging.disable()": (_disable_level, _set_disable_level),
+    },
+)
+
+
+class _ProcessSlots(Slots):
+    def show(self, value: object) -> str:
+        names = {int(signal.SIG_DFL): "SIG_DFL", int(signal.SIG_IGN): "SIG_IGN"}
+        if isinstance(value, int) and value in names:
+            return names[value]
+        return super().show(value)
+
+
+PROCESS = _ProcessSlots(
+    "process",
+    "restore it in a fixture",
+    {
+        **{
+            f"the handler of {signal.Signals(number).name}": _signal_slot(number)
+            for number in _SIGNALS
+        },
+        "socket.getdefaulttimeout()": (socket.getdefaulttimeout, _set_socket_timeout),
+        "the umask": (_umask, _set_umask),
+    },
+)
+
+#: Attributes of ``sys`` watched by the categories above (not again as attributes).
+SYS_COVERED = frozenset(
+    {"path", "meta_path", "path_hooks", "argv", "stdout", "stderr", "stdin", "excepthook"}
+)

@@ -1,0 +1,112 @@
+"""Where a leak was made: the first frame outside libraries, as ``file:line``.
+
+Environment writes and ``chdir`` raise audit events
+(PEP 578), so one audit hook records their sites while a window is open;
+``mock`` patches record the site of ``start()`` themselves (see
+:mod:`pytest_isolation.guard.mocks`).  An audit hook cannot be removed, so it
+is installed once per process and does nothing but a set lookup while no
+guard listens.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Audit events whose site is worth recording.
+ENV_EVENTS = frozenset({"os.putenv", "os.unsetenv"})
+CWD_EVENTS = frozenset({"os.chdir", "os.fchdir"})
+PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.startfile"}
+)
+_EVENTS = ENV_EVENTS | CWD_EVENTS | PROCESS_EVENTS
+
+_MONKEYPATCH_FILE = os.path.join("_pytest", "monkeypatch.py")
+#: Marks a site reached through ``pytest.MonkeyPatch`` (which undoes its own
+#: changes, so a leak made through one means it was never undone).
+BY_MONKEYPATCH = " [MonkeyPatch]"
+
+Listener = Callable[[str, tuple[Any, ...]], None]
+_listener: Listener | None = None
+_installed = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event in _EVENTS and _listener is not None:
+        _listener(event, args)
+
+
+def listen(listener: Listener | None) -> Listener | None:
+    """Send the watched audit events to ``listener`` (``None`` stops); returns
+    the previous listener, to put back (an in-process inner run nests)."""
+    global _listener, _installed
+    if not _installed and listener is not None:
+        sys.addaudithook(_audit)
+        _installed = True
+    previous, _listener = _listener, listener
+    return previous
+
+
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {
+        paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths
+    }
+    roots.add(str(Path(__file__).resolve().parent.parent))  # this plugin
+    for module in ("pytest", "_pytest", "pluggy"):
+        spec_file = getattr(sys.modules.get(module), "__file__", None)
+        if spec_file:
+            roots.add(str(Path(spec_file).resolve().parent))
+    return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
+
+
+class Sites:
+    """Turns frames into ``file:line`` relative to the rootdir."""
+
+    def __init__(self, rootdir: Path) -> None:
+        self.rootdir = rootdir
+        self.roots = _library_roots()
+        self._is_library: dict[str, bool] = {}
+
+    def library(self, filename: str) -> bool:
+        known = self._is_library.get(filename)
+        if known is None:
+            real = os.path.realpath(filename)
+            known = filename.startswith("<") or real.startswith(self.roots)
+            self._is_library[filename] = known
+        return known
+
+    def caller(self, depth: int = 1) -> str | None:
+        """The first frame outside the stdlib, site-packages, pytest and this plugin."""
+        frame: types.FrameType | None = sys._getframe(depth + 1)
+        through_monkeypatch = False
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not self.library(filename):
+                site = f"{self.relative(filename)}:{frame.f_lineno}"
+                return site + BY_MONKEYPATCH if through_monkeypatch else site
+            through_monkeypatch = through_monkeypatch or filename.endswith(_MONKEYPATCH_FILE)
+            frame = frame.f_back
+        return None
+
+    def relative(self, filename: str) -> str:
+        try:
+            return str(Path(filename).resolve().relative_to(self.rootdir))
+        except ValueError:
+            return filename
+
+    def defined(self, value: object) -> str | None:
+        """Where a function or class was defined."""
+        code = getattr(value, "__code__", None)
+        if isinstance(code, types.CodeType):
+            return f"{self.relative(code.co_filename)}:{code.co_firstlineno}"
+        module = sys.modules.get(getattr(value, "__module__", "") or "")
+        filename = getattr(module, "__file__", None)
+        if isinstance(value, type) and filename:
+            return self.relative(filename)
+        return None

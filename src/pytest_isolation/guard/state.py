@@ -1,0 +1,169 @@
+"""What every kind of watched state has in common.
+
+A category takes a snapshot (an opaque object), answers quickly whether the
+live state still matches it, and only when it does not, lists the keys that
+changed.  The guard keeps one snapshot per category between tests, so the
+common case per test is one fast comparison and no copy.
+"""
+
+from __future__ import annotations
+
+import reprlib
+import types
+from collections.abc import Callable
+from typing import Protocol
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+#: The value of a key that did not exist.
+MISSING = _Missing()
+
+#: One changed key: (key, value in the snapshot, value now).
+Change = tuple[str, object, object]
+
+
+class Category(Protocol):
+    #: The name used in messages and in ``allow_leaks`` entries.
+    name: str
+    #: How to avoid the leak, appended to messages.
+    hint: str
+
+    def snapshot(self) -> object: ...
+
+    def unchanged(self, saved: object) -> bool:
+        """Fast check, no copy: does the live state still match ``saved``?"""
+        ...
+
+    def diff(self, saved: object) -> list[Change]:
+        """Every key whose live value differs from ``saved``."""
+        ...
+
+    def label(self, key: str) -> str: ...
+
+    def show(self, value: object) -> str: ...
+
+    def is_leak(self, key: str, old: object, new: object) -> bool: ...
+
+    def restore(self, key: str, old: object) -> None: ...
+
+
+def same(a: object, b: object) -> bool:
+    """Identity, or equality of plain values (tuples compare item by item)."""
+    return a is b or (isinstance(a, (str, bytes, int, float, tuple, frozenset)) and a == b)
+
+
+def equal(a: object, b: object) -> bool:
+    """``a == b`` for snapshots; a value whose ``==`` fails counts as changed.
+
+    Containers compare items by identity first, so this is fast and only
+    calls ``__eq__`` of items that were replaced (numpy arrays raise there).
+    """
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+_short = reprlib.Repr()
+_short.maxstring = 60
+_short.maxother = 80
+_short.maxlist = _short.maxtuple = _short.maxdict = _short.maxset = 6
+
+
+def describe(value: object, where: Callable[[object], str | None] | None = None) -> str:
+    """A short repr; a function or class also says where it was defined."""
+    if value is MISSING:
+        return "unset"
+    text = _short.repr(value)
+    if where is not None and isinstance(value, (types.FunctionType, type)):
+        site = where(value)
+        if site:
+            text = f"{text} defined at {site}"
+    return text
+
+
+class Flat:
+    """A category whose snapshot is a flat ``{key: value}`` dict."""
+
+    name = ""
+    hint = ""
+
+    def read(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    def snapshot(self) -> object:
+        return self.read()
+
+    def unchanged(self, saved: object) -> bool:
+        return equal(self.read(), saved)
+
+    def diff(self, saved: object) -> list[Change]:
+        assert isinstance(saved, dict)
+        now = self.read()
+        return [
+            (key, saved.get(key, MISSING), now.get(key, MISSING))
+            for key in saved.keys() | now.keys()
+            if not same(saved.get(key, MISSING), now.get(key, MISSING))
+        ]
+
+    def label(self, key: str) -> str:
+        return key
+
+    def show(self, value: object) -> str:
+        return describe(value)
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        return True
+
+    def restore(self, key: str, old: object) -> None:
+        raise NotImplementedError
+
+
+Slot = tuple[Callable[[], object], Callable[[object], object]]
+
+
+class Slots(Flat):
+    """Single values read and written through a getter and a setter."""
+
+    def __init__(self, name: str, hint: str, slots: dict[str, Slot]) -> None:
+        self.name = name
+        self.hint = hint
+        self.slots = slots
+
+        self._getters = tuple(get for get, _ in slots.values())
+
+    def read(self) -> dict[str, object]:
+        return dict(zip(self.slots, self.values(), strict=True))
+
+    def values(self) -> tuple[object, ...]:
+        return tuple(get() for get in self._getters)
+
+    def snapshot(self) -> object:
+        return self.values()
+
+    def unchanged(self, saved: object) -> bool:
+        return equal(self.values(), saved)
+
+    def diff(self, saved: object) -> list[Change]:
+        assert isinstance(saved, tuple)
+        return super().diff(dict(zip(self.slots, saved, strict=True)))
+
+    def restore(self, key: str, old: object) -> None:
+        self.slots[key][1](old)
+
+    def show(self, value: object) -> str:
+        if isinstance(value, ListState):
+            return describe(list(value.items))
+        return describe(value)
+
+
+class ListState(tuple[int, tuple[object, ...]]):
+    """A list's identity and items: rebinding ``sys.path`` is a change too."""
+
+    @property
+    def items(self) -> tuple[object, ...]:
+        return self[1]
