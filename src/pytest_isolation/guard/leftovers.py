@@ -8,7 +8,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 #: How long finished-but-not-yet-exited threads and processes get, in seconds.
 GRACE = 0.2
@@ -16,8 +18,16 @@ GRACE = 0.2
 #: Names in the working directory that tools create during a run.
 TOOL_FILES = ("__pycache__", ".pytest_cache", ".hypothesis", ".coverage", ".mypy_cache")
 
+
 # The real functions, read once: a test may replace the module attributes.
-_getcwd, _stat, _listdir = os.getcwd, os.stat, os.listdir
+# Kept in a dict, not as module globals, which pyfakefs would patch too.
+class _Real(NamedTuple):
+    getcwd: Callable[[], str]
+    stat: Callable[[str], os.stat_result]
+    listdir: Callable[[str], list[str]]
+
+
+_REAL = _Real(os.getcwd, os.stat, os.listdir)
 _enumerate = threading.enumerate
 
 #: One report-only finding: (category, key, description).
@@ -119,8 +129,8 @@ class Leftovers:
 
     def _stat(self) -> tuple[str, tuple[int, int]] | None:
         try:
-            cwd = _getcwd()
-            stat = _stat(cwd)
+            cwd = _REAL.getcwd()
+            stat = _REAL.stat(cwd)
         except OSError:
             return None
         return cwd, (stat.st_ino, stat.st_mtime_ns)
@@ -133,7 +143,7 @@ class Leftovers:
             return
         cwd, key = current
         if self._listing is None or self._listing[:2] != (cwd, key):
-            self._listing = (cwd, key, frozenset(_listdir(cwd)))
+            self._listing = (cwd, key, frozenset(_REAL.listdir(cwd)))
 
     def _files(self) -> list[Finding]:
         before, current = self._listing, self._stat()

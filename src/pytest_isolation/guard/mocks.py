@@ -153,6 +153,52 @@ def _pyfakefs_patcher() -> object:
     return patcher if getattr(patcher, "is_patching", False) else None
 
 
+def resume_pyfakefs() -> bool:
+    """Resume a paused pyfakefs ``Patcher`` now, at the start of a test's window.
+
+    pyfakefs's pytest plugin pauses the patcher of a longer-lived fake file
+    system (``fs_module``, ``fs_session``) while pytest reports and resumes
+    it in ``pytest_runtest_setup``, inside the window.  Resuming it first
+    makes the window start from the state the test will see; pyfakefs's own
+    resume then does nothing.  Returns whether a fake file system is active:
+    its fakes are new objects after every resume, so the window needs a
+    fresh snapshot.
+    """
+    module = sys.modules.get("pyfakefs.fake_filesystem_unittest")
+    patcher = getattr(getattr(module, "Patcher", None), "PATCHER", None)
+    if patcher is None:
+        return False
+    if not getattr(patcher, "is_patching", True):
+        patcher.resume()
+    return True
+
+
+def pyfakefs_alive() -> bool:
+    module = sys.modules.get("pyfakefs.fake_filesystem_unittest")
+    return getattr(getattr(module, "Patcher", None), "PATCHER", None) is not None
+
+
+def _fake(value: object) -> bool:
+    return type(value).__module__.startswith("pyfakefs.") or getattr(
+        getattr(value, "__self__", None), "__module__", ""
+    ).startswith("pyfakefs.")
+
+
+def made_by_pyfakefs(old: object, new: object) -> bool:
+    """A change that is pyfakefs's own doing while one of its patchers lives.
+
+    pyfakefs pauses and resumes its patcher around every report, which puts
+    new fake objects in place each time; the FakeFilesystem category reports
+    a patcher left active, so these changes are never leaks by themselves.
+    """
+    if _fake(new) or _fake(old):
+        return True
+    old_items, new_items = getattr(old, "items", None), getattr(new, "items", None)
+    if isinstance(old_items, tuple) and isinstance(new_items, tuple):  # a list in sys
+        return [x for x in old_items if not _fake(x)] == [x for x in new_items if not _fake(x)]
+    return False
+
+
 class FakeFilesystem(Flat):
     """A pyfakefs ``Patcher`` set up and never torn down: the whole process
     then sees a fake file system."""
@@ -209,9 +255,10 @@ def monkeypatch_records(patcher: pytest.MonkeyPatch) -> list[tuple[str, str, obj
 
 
 def _notset() -> object:
+    """MonkeyPatch's "was not set" marker (``NOTSET`` since pytest 8.1, ``notset`` before)."""
     from _pytest import monkeypatch as module  # the fence above covers this too
 
-    return getattr(module, "notset", object())
+    return getattr(module, "NOTSET", getattr(module, "notset", object()))
 
 
 def forgotten_monkeypatches(leaks: list[tuple[str, str, object]]) -> list[pytest.MonkeyPatch]:

@@ -10,8 +10,10 @@ import signal
 import socket
 import sys
 import types
+from collections.abc import Callable
 from functools import partial
 from typing import Any
+from typing import NamedTuple
 from typing import cast
 
 from pytest_isolation.guard.state import MISSING
@@ -23,10 +25,17 @@ from pytest_isolation.guard.state import Slots
 from pytest_isolation.guard.state import equal
 
 # The real functions, read once: a test may replace the module attributes.
+# Kept in a dict, not as module globals, which pyfakefs would patch too.
 _ENVIRON = os.environ
-_getcwd = os.getcwd
-_chdir = os.chdir
-_umask_call = os.umask
+
+
+class _Real(NamedTuple):
+    getcwd: Callable[[], str]
+    chdir: Callable[[str], None]
+    umask: Callable[[int], int]
+
+
+REAL = _Real(os.getcwd, os.chdir, os.umask)
 
 
 def text(value: object) -> str:
@@ -83,7 +92,7 @@ class WorkingDirectory(Flat):
 
     def read(self) -> dict[str, object]:
         try:
-            return {"cwd": _getcwd()}
+            return {"cwd": REAL.getcwd()}
         except FileNotFoundError:  # the directory was removed under us
             return {"cwd": MISSING}
 
@@ -92,7 +101,7 @@ class WorkingDirectory(Flat):
 
     def restore(self, key: str, old: object) -> None:
         if isinstance(old, str):
-            _chdir(old)
+            REAL.chdir(old)
 
 
 class _Modules(dict[str, object]):
@@ -162,8 +171,8 @@ def _sys_attribute(name: str) -> Slot:
 
 
 def _umask() -> object:
-    mask = _umask_call(0o022)
-    _umask_call(mask)
+    mask = REAL.umask(0o022)
+    REAL.umask(mask)
     return mask
 
 
@@ -246,7 +255,7 @@ def _set_socket_timeout(old: object) -> None:
 
 
 def _set_umask(old: object) -> None:
-    _umask_call(cast(int, old))
+    REAL.umask(cast(int, old))
 
 
 _LOGGER_DEFAULTS = (logging.NOTSET, False, True)

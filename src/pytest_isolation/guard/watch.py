@@ -35,9 +35,12 @@ from pytest_isolation.guard.mocks import FakeFilesystem
 from pytest_isolation.guard.mocks import MockPatches
 from pytest_isolation.guard.mocks import active_patches
 from pytest_isolation.guard.mocks import forgotten_monkeypatches
+from pytest_isolation.guard.mocks import made_by_pyfakefs
 from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import patched_by
+from pytest_isolation.guard.mocks import pyfakefs_alive
 from pytest_isolation.guard.mocks import record_start_sites
+from pytest_isolation.guard.mocks import resume_pyfakefs
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.mocks import target_of
@@ -291,6 +294,8 @@ class LeakGuard:
                 allowances = (*allowances, *allow.of_node(item))
             except pytest.UsageError as error:  # a file-mode child reports it here
                 bad_marker = str(error)
+        if resume_pyfakefs():
+            self.tier.saved.clear()
         self._refresh_watch()
         self.tier.ensure()
         if not self.contained and item.path != self.file_path:
@@ -365,7 +370,7 @@ class LeakGuard:
         finally:
             owned: dict[Key, tuple[object, object]] = {}
             for tier in self._all_tiers():
-                for found in self._changes(tier, before):
+                for found in self._changes(tier, before, leaks=False):
                     owned[(id(found.category), found.key)] = (found.old, found.new)
             self.fixtures[id(fixturedef)] = (before, owned, dict(self.seen))
             for window in (self.window, self.file_window):
@@ -435,13 +440,17 @@ class LeakGuard:
 
     # -- finding, restoring and reporting ------------------------------------
 
-    def _changes(self, tier: Tier, saved: dict[int, object]) -> list[Found]:
+    def _changes(self, tier: Tier, saved: dict[int, object], leaks: bool = True) -> list[Found]:
+        """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn."""
         found = []
+        fake_filesystem = leaks and pyfakefs_alive()
         for category in tier.categories:
             before = saved.get(id(category))
             if before is None or category.unchanged(before):
                 continue
             for key, old, new in category.diff(before):
+                if fake_filesystem and category.name != "fakefs" and made_by_pyfakefs(old, new):
+                    continue
                 if category.is_leak(key, old, new):
                     found.append(Found(category, key, old, new))
         return found
