@@ -5,7 +5,7 @@ Generates a suite of trivial tests (``def test_N(): pass``) in a temporary direc
 * times ``python -m pytest -p isolation -q -p no:cacheprovider SUITE`` with
   ``--isolation-leaks=off`` (``off``), ``--isolation-leaks=warn`` (``warn``) and
   ``--isolation-leaks=warn --isolation-leaks-deep`` (``deep``), interleaved
-  (off, warn, deep, off, warn, deep, ...), and reports the medians, the ratios of the medians
+  in an order rotated every round, and reports the medians, the ratios of the medians
   and the per-round ratios;
 * runs the suite in-process from a small driver script that wraps ``LeakGuard``'s
   ``pytest_runtest_setup`` and ``pytest_runtest_teardown`` wrappers with
@@ -215,8 +215,8 @@ def render(
         "noisy, treat differences of a few percent as noise",
         "- environment of the runs: PYTHONDONTWRITEBYTECODE=1, PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
         f"- suite: {suite.description} ({suite.tests} tests), generated in a temporary directory",
-        f"- {args.runs} interleaved round(s) (off, warn, deep per round) after {args.warmup} "
-        "untimed warm-up round(s); wall clock of each subprocess",
+        f"- {args.runs} interleaved round(s) (off, warn, deep; the order rotates every round) "
+        f"after {args.warmup} untimed warm-up round(s); wall clock of each subprocess",
         "",
         "## Wall clock",
         "",
@@ -338,8 +338,10 @@ def bench(
         for mode in MODES:
             _progress(f"warm-up {i + 1}/{args.warmup} {mode:<4} {wall_run(mode):6.2f}s")
     wall: dict[str, list[float]] = {mode: [] for mode in MODES}
+    modes = list(MODES)
     for i in range(args.runs):
-        for mode in MODES:
+        # Rotate the order each round, so no mode always runs first or last.
+        for mode in modes[i % len(modes) :] + modes[: i % len(modes)]:
             wall[mode].append(wall_run(mode))
             _progress(f"wall  {i + 1}/{args.runs} {mode:<4} {wall[mode][-1]:6.2f}s")
     hooks: dict[str, list[HookTimes]] = {mode: [] for mode in GUARDED}

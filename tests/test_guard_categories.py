@@ -22,6 +22,7 @@ PROCESS_LEAKS = """
     from unittest import mock
 
     START = os.getcwd()
+    HOOK = sys.excepthook
 
     def test_env():
         os.environ["LEAKY"] = "1"
@@ -84,7 +85,7 @@ PROCESS_LEAKS = """
         assert "yaml" not in sys.modules and json.dumps(1) == "1"
         assert "/nowhere" not in sys.path and sys.argv != ["prog", "--flag"]
         assert sys.stdout.name != os.devnull
-        assert sys.excepthook is sys.__excepthook__
+        assert sys.excepthook is HOOK
         assert not any(type(h) is logging.NullHandler for h in logging.root.handlers)
         assert logging.root.level != logging.CRITICAL
         assert not logging.getLogger("app.db").disabled

@@ -139,8 +139,8 @@ class Slots(Flat):
     def read(self) -> dict[str, object]:
         return dict(zip(self.slots, self.values(), strict=True))
 
-    def values(self) -> tuple[object, ...]:
-        return tuple(get() for get in self._getters)
+    def values(self) -> list[object]:
+        return [get() for get in self._getters]
 
     def snapshot(self) -> object:
         return self.values()
@@ -149,7 +149,7 @@ class Slots(Flat):
         return equal(self.values(), saved)
 
     def diff(self, saved: object) -> list[Change]:
-        assert isinstance(saved, tuple)
+        assert isinstance(saved, list)
         return super().diff(dict(zip(self.slots, saved, strict=True)))
 
     def restore(self, key: str, old: object) -> None:

@@ -89,6 +89,8 @@ class Tier:
         self.saved: dict[int, object] = {}
 
     def ensure(self) -> None:
+        if len(self.saved) == len(self.categories):
+            return
         for category in self.categories:
             if id(category) not in self.saved:
                 self.saved[id(category)] = category.snapshot()
@@ -301,7 +303,13 @@ class LeakGuard:
         if not self.contained and item.path != self.file_path:
             self.file_path = item.path
             self.library_attributes.spaces = self.watch.every_module()
-            self.file_tier.renew(self.library_attributes)
+            # The last file's end left the snapshot current: only add new modules.
+            previous = self.file_tier.saved.get(id(self.library_attributes))
+            self.file_tier.saved[id(self.library_attributes)] = (
+                self.library_attributes.snapshot()
+                if previous is None
+                else self.library_attributes.extend(previous)
+            )
             self.file_window = Window(
                 f"{item.path.name} (one of its tests)", "file", self.allowances
             )
