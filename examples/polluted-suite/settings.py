@@ -1,0 +1,3 @@
+"""Project state that tests change: a module global, as real projects have."""
+
+DEBUG = False
