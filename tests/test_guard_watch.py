@@ -248,6 +248,26 @@ def test_pytest_s_own_changes_are_never_reported(pytester: pytest.Pytester) -> N
         result.stdout.no_fnmatch_line("*leaked*")
 
 
+def test_pytest_socket_swaps_are_never_reported(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_socket")
+    pytester.makepyfile(
+        test_sockets="""
+            import socket, pytest
+            def test_blocked():
+                with pytest.raises(Exception):
+                    socket.socket()
+            @pytest.mark.enable_socket
+            def test_enabled():
+                socket.socket().close()
+            def test_after():
+                pass
+        """
+    )
+    result = run_guard(pytester, "-p", "pytest_socket", "--disable-socket", "-p", "no:randomly")
+    result.assert_outcomes(passed=3, warnings=1)  # pytest-socket's own warning
+    result.stdout.no_fnmatch_line("*leaked*")
+
+
 def test_guard_runs_in_file_mode_children_and_the_parent_summarizes(
     pytester: pytest.Pytester, start: str
 ) -> None:
