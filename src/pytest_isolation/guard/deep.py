@@ -14,8 +14,8 @@ import logging
 from typing import Any
 
 from pytest_isolation.guard.attributes import Space
-from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
+from pytest_isolation.guard.state import Flat
 from pytest_isolation.guard.state import describe
 from pytest_isolation.guard.state import equal
 
@@ -121,7 +121,7 @@ def _handler_state(handler: logging.Handler) -> tuple[object, ...]:
     return (handler, handler.formatter, tuple(handler.filters), handler.level)
 
 
-class LoggerConfig:
+class LoggerConfig(Flat):
     """Named loggers' handlers and filters, and those handlers' formatters and filters."""
 
     name = "logger"
@@ -137,21 +137,6 @@ class LoggerConfig:
                 )
         return found
 
-    def snapshot(self) -> object:
-        return self.read()
-
-    def unchanged(self, saved: object) -> bool:
-        return equal(self.read(), saved)
-
-    def diff(self, saved: object) -> list[Change]:
-        assert isinstance(saved, dict)
-        now = self.read()
-        return [
-            (key, saved.get(key, MISSING), now.get(key, MISSING))
-            for key in saved.keys() | now.keys()
-            if not equal(saved.get(key, MISSING), now.get(key, MISSING))
-        ]
-
     def label(self, key: str) -> str:
         return f"the handlers/filters of logger {key!r}"
 
@@ -160,9 +145,6 @@ class LoggerConfig:
             return "none"
         handlers, filters = value
         return f"{len(handlers)} handler(s), {len(filters)} filter(s)"
-
-    def is_leak(self, key: str, old: object, new: object) -> bool:
-        return True
 
     def restore(self, key: str, old: object) -> None:
         logger = logging.getLogger(key)
