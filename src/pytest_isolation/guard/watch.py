@@ -6,8 +6,9 @@ after its last one is torn down.  State a class/module/package/session
 fixture sets up inside that window belongs to the fixture, checked from its
 setup to its finalization, and is not the test's leak.
 
-The guard keeps each category's last snapshot between windows: a test that
-changed nothing costs one fast comparison per category and no copy.
+The guard keeps each category's last snapshot between windows (see
+:mod:`pytest_isolation.guard.windows`): a test that changed nothing costs one
+fast comparison per category and no copy.
 """
 
 from __future__ import annotations
@@ -35,10 +36,8 @@ from pytest_isolation.guard.mocks import FakeFilesystem
 from pytest_isolation.guard.mocks import MockPatches
 from pytest_isolation.guard.mocks import active_patches
 from pytest_isolation.guard.mocks import forgotten_monkeypatches
-from pytest_isolation.guard.mocks import made_by_pyfakefs
 from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import patched_by
-from pytest_isolation.guard.mocks import pyfakefs_alive
 from pytest_isolation.guard.mocks import record_start_sites
 from pytest_isolation.guard.mocks import resume_pyfakefs
 from pytest_isolation.guard.mocks import start_site
@@ -62,8 +61,15 @@ from pytest_isolation.guard.sites import PROCESS_EVENTS
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.sites import listen
 from pytest_isolation.guard.state import Category
-from pytest_isolation.guard.state import ListState
-from pytest_isolation.guard.state import same
+from pytest_isolation.guard.windows import Found
+from pytest_isolation.guard.windows import Owned
+from pytest_isolation.guard.windows import Seen
+from pytest_isolation.guard.windows import Tier
+from pytest_isolation.guard.windows import Window
+from pytest_isolation.guard.windows import attribute_id
+from pytest_isolation.guard.windows import changes
+from pytest_isolation.guard.windows import pytest_path_insert
+from pytest_isolation.guard.windows import same_items
 
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
 MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"})
@@ -72,67 +78,6 @@ PATCHERS = ("mock", "fakefs")
 IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
 MONKEYPATCH_HINT = "call its undo(), or use the monkeypatch fixture or MonkeyPatch.context()"
 _CURRENT_TEST = (b"PYTEST_CURRENT_TEST", "PYTEST_CURRENT_TEST")
-
-#: Sites seen in a window: (category name, key) -> file:line.
-Seen = dict[tuple[str, str], str]
-#: A key of one category: (id of the category, key).
-Key = tuple[int, str]
-#: Keys a fixture set: (value before, value it set).
-Owned = dict[Key, tuple[object, object]]
-
-
-class Tier:
-    """Categories checked together, each with its last snapshot."""
-
-    def __init__(self, categories: list[Category]) -> None:
-        self.categories = categories
-        self.saved: dict[int, object] = {}
-
-    def ensure(self) -> None:
-        if len(self.saved) == len(self.categories):
-            return
-        for category in self.categories:
-            if id(category) not in self.saved:
-                self.saved[id(category)] = category.snapshot()
-
-    def take(self) -> dict[int, object]:
-        return {id(category): category.snapshot() for category in self.categories}
-
-    def renew(self, category: Category) -> None:
-        """Snapshot again, reusing what is still current where the category can."""
-        previous = self.saved.get(id(category))
-        resnapshot = getattr(category, "resnapshot", None)
-        if previous is not None and resnapshot is not None:
-            self.saved[id(category)] = resnapshot(previous)
-        else:
-            self.saved[id(category)] = category.snapshot()
-
-    def forget(self, category: Category) -> None:
-        self.saved.pop(id(category), None)
-
-
-@dataclasses.dataclass
-class Window:
-    owner: str
-    kind: str
-    allowances: tuple[allow.Allowance, ...]
-    #: Keys higher-scoped fixtures set inside the window: (old, new).
-    owned: dict[Key, tuple[object, object]] = dataclasses.field(default_factory=dict)
-    #: Keys finalized fixtures put back inside the window: the value put back.
-    released: dict[Key, object] = dataclasses.field(default_factory=dict)
-
-    def excused(self, key: Key, new: object) -> bool:
-        if key in self.owned and same(self.owned[key][1], new):
-            return True
-        return key in self.released and same(self.released[key], new)
-
-
-@dataclasses.dataclass
-class Found:
-    category: Category
-    key: str
-    old: object
-    new: object
 
 
 class LeakGuard:
@@ -243,8 +188,8 @@ class LeakGuard:
             self.listening = False
         found = [
             item
-            for item in self._changes(self.tier, before)
-            if not _pytest_path_insert(item, collector.path)
+            for item in changes(self.tier, before)
+            if not pytest_path_insert(item, collector.path)
         ]
         self.tier.saved.clear()  # the tests of this file start from what the import left
         owner = f"{collector.nodeid} (at import)"
@@ -262,7 +207,7 @@ class LeakGuard:
             item
             for item in found
             if item.category is not self.attributes
-            or _attribute_id(self.attributes.where[item.key]) not in patched
+            or attribute_id(self.attributes.where[item.key]) not in patched
         ]
         leaks = [
             self._leak(owner, "file", item, IMPORT_HINT, start_site(item.new))
@@ -376,9 +321,9 @@ class LeakGuard:
         try:
             result = yield
         finally:
-            owned: dict[Key, tuple[object, object]] = {}
+            owned: Owned = {}
             for tier in self._all_tiers():
-                for found in self._changes(tier, before, leaks=False):
+                for found in changes(tier, before, leaks=False):
                     owned[(id(found.category), found.key)] = (found.old, found.new)
             self.fixtures[id(fixturedef)] = (before, owned, dict(self.seen))
             for window in (self.window, self.file_window):
@@ -402,7 +347,7 @@ class LeakGuard:
         found = [
             item
             for tier in self._all_tiers()
-            for item in self._changes(tier, before)
+            for item in changes(tier, before)
             if (id(item.category), item.key) in owned
         ]
         leaks = self._restore(owner, "fixture", found, seen)
@@ -448,21 +393,6 @@ class LeakGuard:
 
     # -- finding, restoring and reporting ------------------------------------
 
-    def _changes(self, tier: Tier, saved: dict[int, object], leaks: bool = True) -> list[Found]:
-        """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn."""
-        found = []
-        fake_filesystem = leaks and pyfakefs_alive()
-        for category in tier.categories:
-            before = saved.get(id(category))
-            if before is None or category.unchanged(before):
-                continue
-            for key, old, new in category.diff(before):
-                if fake_filesystem and category.name != "fakefs" and made_by_pyfakefs(old, new):
-                    continue
-                if category.is_leak(key, old, new):
-                    found.append(Found(category, key, old, new))
-        return found
-
     def _close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""
         changed = [
@@ -475,7 +405,7 @@ class LeakGuard:
             group = [c for c in changed if (c.name in PATCHERS) == first]
             found = [
                 item
-                for item in self._changes(Tier(group), tier.saved)
+                for item in changes(Tier(group), tier.saved)
                 if not window.excused((id(item.category), item.key), item.new)
                 and not allow.allowed(window.allowances, item.category.name, self._subject(item))
             ]
@@ -547,7 +477,7 @@ class LeakGuard:
         site = (self.seen if seen is None else seen).get((category.name, item.key), "")
         old, new = category.show(item.old), category.show(item.new)
         what = f"{category.label(item.key)} (was {old}, now {new})"
-        if _same_items(item.old, item.new):
+        if same_items(item.old, item.new):
             what = f"{category.label(item.key)} (rebound to a new list with the same items)"
         return Leak(owner, kind, category.name, self._subject(item), what, site=site, hint=hint)
 
@@ -578,23 +508,3 @@ _LEFTOVER_HINT = {
     "processes": "wait for it or terminate it before the test ends",
     "files": "write to tmp_path, or remove it in the test",
 }
-
-
-def _same_items(old: object, new: object) -> bool:
-    """Two snapshots of a list attribute with the same items (so it was rebound)."""
-    return isinstance(old, ListState) and isinstance(new, ListState) and old.items == new.items
-
-
-def _attribute_id(where: tuple[object, str]) -> tuple[int, str]:
-    return id(where[0]), where[1]
-
-
-def _pytest_path_insert(item: Found, path: Path) -> bool:
-    """``sys.path`` entries pytest's prepend/append import modes add for a test module."""
-    if item.category.name != "import" or item.key != "sys.path":
-        return False
-    old_items = set(getattr(item.old, "items", ()))
-    added = [entry for entry in getattr(item.new, "items", ()) if entry not in old_items]
-    removed = old_items - set(getattr(item.new, "items", ()))
-    ancestors = {str(parent) for parent in path.parents}
-    return not removed and all(str(entry) in ancestors for entry in added)
