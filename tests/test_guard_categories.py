@@ -117,13 +117,13 @@ def test_process_wide_state(pytester: pytest.Pytester, monkeypatch: pytest.Monke
         "test_excepthook leaked sys.excepthook*",
         "test_recursion_limit leaked sys.getrecursionlimit()*",
         "test_root_handler leaked the root logger's handlers*",
-        "test_root_level leaked the root logger's level (was *, now 50)*",
+        "test_root_level leaked the root logger's level (was WARNING, now CRITICAL)*",
         "test_logger_disabled leaked logger 'app.db' (level, disabled, propagate) "
         "(was NOTSET, enabled, propagate=True, now NOTSET, disabled, propagate=True);*",
         "test_logger_level leaked logger 'app.web'*now ERROR, enabled*",
         "test_signal leaked the handler of SIGUSR1 (was SIG_DFL, now <function *",
         "test_socket_timeout leaked socket.getdefaulttimeout() (was None, now 3.0)*",
-        "test_umask leaked the umask (was 18, now 63)*",
+        "test_umask leaked the umask (was 0o22, now 0o77)*",
     ]
     result.stdout.fnmatch_lines(
         [literal(f"*LeakedStateWarning: test_process.py::{text}") for text in lines],
@@ -237,13 +237,16 @@ ATTRIBUTE_LEAKS = """
     def test_sys_attribute():
         sys.platform = "win32"
 
+    def test_stdlib_constant():
+        os.SEEK_SET = 5
+
     def test_submodule_import_is_fine():
         import json.tool
 
     def test_zz_clean_afterwards():
         assert state.DEBUG is False and state.REGISTRY == {}
         assert state.helper() == "real" and state.Service.instance == "real"
-        assert os.getpid() > 0 and sys.platform != "win32"
+        assert os.getpid() > 0 and sys.platform != "win32" and os.SEEK_SET == 0
         assert builtins.input.__module__ == "builtins"
 """
 
@@ -256,7 +259,7 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
     pytester.path.joinpath("app", "state.py").write_text(textwrap.dedent(PROJECT))
     pytester.makepyfile(test_attributes=ATTRIBUTE_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=11, warnings=7)
+    result.assert_outcomes(passed=12, warnings=8)
     result.stdout.fnmatch_lines(
         [
             "*test_global_flag leaked app.state.DEBUG (was False, now True);"
@@ -269,6 +272,7 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
             "*test_stdlib_function_replaced leaked os.getpid (was <built-in function getpid>*",
             "*test_builtin_replaced leaked builtins.input*",
             "*test_sys_attribute leaked sys.platform (was '*', now 'win32')*",
+            "*test_stdlib_constant leaked os.SEEK_SET (was 0, now 5)*",
         ],
         consecutive=False,
     )

@@ -364,3 +364,105 @@ def test_marker_with_other_arguments_is_a_usage_error(pytester: pytest.Pytester)
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "isolation", "--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.isolation(allow_leaks=*"])
+
+
+def test_escalated_import_time_leak_fails_the_file_s_collection(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_imports=IMPORT_TIME)
+    result = run_guard(pytester, "-W", "error::pytest_isolation.LeakedStateWarning")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # not an internal error
+    result.stdout.fnmatch_lines(["*ERROR collecting test_imports.py*"])
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_escalated_warnings_still_record_every_leak(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_two="import os\ndef test_x():\n    os.environ['ONE'] = '1'\n"
+        "    os.environ['TWO'] = '2'\ndef test_y():\n    assert 'ONE' not in os.environ\n"
+    )
+    result = run_guard(pytester, "-W", "error::pytest_isolation.LeakedStateWarning")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= isolation: 1 test leaked state =*",
+            "test_two.py::test_x",
+            literal("  [env] os.environ['ONE'] *"),
+            literal("  [env] os.environ['TWO'] *"),
+        ]
+    )
+
+
+def test_ini_allowance_covers_fixtures_and_module_markers_cover_the_file_scan(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nisolation_allow_leaks = env:SESSION_*\n")
+    pytester.makeconftest(
+        "import os, pytest\n@pytest.fixture(scope='session')\ndef sloppy():\n"
+        "    os.environ['SESSION_TOKEN'] = 'x'\n"
+    )
+    pytester.makepyfile(
+        test_a="""
+            import email.utils
+            import pytest
+            pytestmark = pytest.mark.isolation(allow_leaks=["attribute:email.utils.*"])
+            def test_replaces(sloppy):
+                email.utils.formatdate = lambda *a, **k: "never"
+        """
+    )
+    result = run_guard(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*leaked*")
+
+
+def test_bad_marker_in_file_mode_errors_the_test(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(
+        test_a="import pytest\n"
+        "@pytest.mark.isolation(allow_leaks=['enviro:FOO'])\ndef test_x(): pass\n"
+        "def test_y(): pass\n"
+    )
+    result = run_file_mode(pytester, start)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*test_a.py::test_x: @pytest.mark.isolation: unknown leak category 'enviro'*"]
+    )
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_what_a_fixture_s_teardown_changes_is_the_fixture_s(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import os, pytest
+
+        @pytest.fixture(scope="module")
+        def noisy_teardown():
+            yield
+            os.environ["SET_IN_TEARDOWN"] = "1"
+
+        @pytest.fixture(scope="module")
+        def cleaner():
+            yield
+            os.environ.pop("LEFT_BY_A_TEST", None)
+        """
+    )
+    pytester.makepyfile(
+        test_a="""
+            import os
+            def test_1(noisy_teardown, cleaner):
+                os.environ["LEFT_BY_A_TEST"] = "1"
+            def test_2():
+                assert "SET_IN_TEARDOWN" not in os.environ
+        """
+    )
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*= isolation: 1 test and 1 fixture leaked state =*",
+            "test_a.py::test_1",
+            literal("  [env] os.environ['LEFT_BY_A_TEST'] (was unset, now '1'), at test_a.py:3"),
+            "fixture 'noisy_teardown' (scope=module)",
+            literal("  [env] os.environ['SET_IN_TEARDOWN'] (was unset, now '1'), at conftest.py:6"),
+        ]
+    )
+    result.stdout.no_fnmatch_line("*fixture 'cleaner'*")

@@ -22,7 +22,6 @@ CATEGORIES = (
     "logging",
     "process",
     "fakefs",
-    "monkeypatch",
     "threads",
     "processes",
     "files",

@@ -9,14 +9,11 @@ classes replaced there (library data changes lazily and is not a test's doing).
 
 from __future__ import annotations
 
-import operator
 import os
 import sys
 import types
-from collections.abc import Callable
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from pytest_isolation.guard.process import SYS_COVERED
 from pytest_isolation.guard.sites import Sites
@@ -56,36 +53,22 @@ Space = tuple[str, object]
 
 
 class _Saved:
-    """One namespace's dict at snapshot time: a live view, the watched values
-    as a tuple (for the fast compare) and a copy (for the diff).
+    """One namespace's dict at snapshot time: a live view, its values as a
+    tuple (for the fast compare) and a copy (for the diff)."""
 
-    In the common stdlib modules, integer constants (``socket.AF_INET``) are
-    left out of the fast compare: nobody patches them, and reading hundreds
-    of them per test is most of the cost.
-    """
-
-    __slots__ = ("copy", "getter", "live", "owner", "prefix", "size", "values")
+    __slots__ = ("copy", "live", "owner", "prefix", "values")
 
     def __init__(self, prefix: str, owner: object) -> None:
         self.prefix = prefix
         self.owner = owner
         self.live = vars(owner)
         self.copy = dict(self.live)
-        self.size = len(self.copy)
-        self.getter: Callable[[Any], tuple[object, ...]] | None = None
-        if prefix in COMMON_STDLIB:
-            keys = [k for k, v in self.copy.items() if not (type(v) is int and k.isupper())]
-            if len(keys) > 1:
-                self.getter = operator.itemgetter(*keys)
-        self.values = self._read()
-
-    def _read(self) -> tuple[object, ...]:
-        return tuple(self.live.values()) if self.getter is None else self.getter(self.live)
+        self.values = tuple(self.copy.values())
 
     def unchanged(self) -> bool:
         try:
-            return len(self.live) == self.size and self._read() == self.values
-        except Exception:  # a key is gone, or an item's __eq__ failed: it was replaced
+            return len(self.live) == len(self.values) and tuple(self.live.values()) == self.values
+        except Exception:  # an item's __eq__ failed: it was replaced
             return False
 
 

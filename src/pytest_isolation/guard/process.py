@@ -22,6 +22,7 @@ from pytest_isolation.guard.state import Flat
 from pytest_isolation.guard.state import ListState
 from pytest_isolation.guard.state import Slot
 from pytest_isolation.guard.state import Slots
+from pytest_isolation.guard.state import describe
 from pytest_isolation.guard.state import equal
 
 # The real functions, read once: a test may replace the module attributes.
@@ -191,12 +192,30 @@ def _raw_getsignal() -> Any:
 _getsignal = _raw_getsignal()
 
 
+#: The handlers ``_signal`` returns as plain ints, as the enum members (which
+#: are singletons, so a snapshot compares them by identity).
+_HANDLERS = {int(handler): handler for handler in (signal.SIG_DFL, signal.SIG_IGN)}
+
+
+def _read_signal(number: int) -> object:
+    handler = _getsignal(number)
+    return _HANDLERS.get(handler, handler) if type(handler) is int else handler
+
+
+def _show_handler(value: object) -> str:
+    return value.name if isinstance(value, signal.Handlers) else describe(value)
+
+
+def _show_level(value: object) -> str:
+    return logging.getLevelName(value) if isinstance(value, int) else describe(value)
+
+
 def _signal_slot(number: int) -> Slot:
     def put(old: object) -> None:
         if old is not None:  # None: a handler not installed from Python
             signal.signal(number, cast(Any, old))
 
-    return partial(_getsignal, number), put
+    return partial(_read_signal, number), put
 
 
 _SIGNALS = tuple(
@@ -332,18 +351,11 @@ ROOT_LOGGER = Slots(
         "the root logger's level": (_root_level, _set_root_level),
         "logging.disable()": (_disable_level, _set_disable_level),
     },
+    formats={"the root logger's level": _show_level, "logging.disable()": _show_level},
 )
 
 
-class _ProcessSlots(Slots):
-    def show(self, value: object) -> str:
-        names = {int(signal.SIG_DFL): "SIG_DFL", int(signal.SIG_IGN): "SIG_IGN"}
-        if isinstance(value, int) and value in names:
-            return names[value]
-        return super().show(value)
-
-
-PROCESS = _ProcessSlots(
+PROCESS = Slots(
     "process",
     "restore it in a fixture",
     {
@@ -353,6 +365,10 @@ PROCESS = _ProcessSlots(
         },
         "socket.getdefaulttimeout()": (socket.getdefaulttimeout, _set_socket_timeout),
         "the umask": (_umask, _set_umask),
+    },
+    formats={
+        **{f"the handler of {signal.Signals(number).name}": _show_handler for number in _SIGNALS},
+        "the umask": lambda value: oct(value) if isinstance(value, int) else describe(value),
     },
 )
 

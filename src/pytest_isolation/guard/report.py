@@ -70,7 +70,7 @@ class LeakLog:
             return
         for owner, leaks in self.by_owner.items():
             reporter.write_line(owner)
-            for leak in sorted(leaks, key=lambda leak: leak.category):
+            for leak in sorted(leaks, key=lambda leak: (leak.category, leak.what)):
                 site = f", at {leak.site}" if leak.site else ""
                 undone = "" if leak.restored else " (not undone)"
                 reporter.write_line(f"  [{leak.category}] {leak.what}{site}{undone}")

@@ -129,10 +129,18 @@ Slot = tuple[Callable[[], object], Callable[[object], object]]
 class Slots(Flat):
     """Single values read and written through a getter and a setter."""
 
-    def __init__(self, name: str, hint: str, slots: dict[str, Slot]) -> None:
+    def __init__(
+        self,
+        name: str,
+        hint: str,
+        slots: dict[str, Slot],
+        formats: dict[str, Callable[[object], str]] | None = None,
+    ) -> None:
         self.name = name
         self.hint = hint
         self.slots = slots
+        #: How to show the values of some slots (a level name, a signal handler).
+        self.formats = formats or {}
 
         self._getters = tuple(get for get, _ in slots.values())
 
@@ -159,6 +167,10 @@ class Slots(Flat):
         if isinstance(value, ListState):
             return describe(list(value.items))
         return describe(value)
+
+    def show_key(self, key: str, value: object) -> str:
+        form = self.formats.get(key)
+        return form(value) if form is not None and value is not MISSING else self.show(value)
 
 
 class ListState(tuple[int, tuple[object, ...]]):

@@ -17,6 +17,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from collections.abc import Generator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,7 @@ class LeakGuard:
         self.file_path: Path | None = None
         #: Higher-scoped fixtures alive: their snapshot before setup, what they set, sites.
         self.fixtures: dict[int, tuple[dict[int, object], Owned, Seen]] = {}
+        self.pre_teardown: dict[int, dict[int, object]] = {}
         self.scoped_values: dict[str, tuple[str, object]] = {}
         self.values_saved: dict[str, tuple[str, Content]] = {}
         self.pending: list[str] = []
@@ -163,7 +165,12 @@ class LeakGuard:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Unknown categories in markers stop the run before any test runs."""
+        """Unknown categories in markers stop the run before any test runs.
+
+        In a file-mode child the test's setup reports it instead (a usage
+        error there would end the child, not the run)."""
+        if self.contained:
+            return
         for item in items:
             if allow.MARKER in item.keywords:
                 allow.of_node(item)
@@ -215,11 +222,15 @@ class LeakGuard:
             if not allow.allowed(allowances, item.category.name, self._subject(item))
         ]
         self.seen.clear()
+        escalated = False
         for leak in leaks:
             self._record(leak)
             if self.policy == "warn":
-                collector.warn(LeakedStateWarning(leak.message()))
-        if leaks and self.policy == "error" and report.passed:
+                try:
+                    collector.warn(LeakedStateWarning(leak.message()))
+                except Warning:  # -W error: the file's collection fails instead
+                    escalated = True
+        if leaks and (self.policy == "error" or escalated) and report.passed:
             report.outcome = "failed"
             report.longrepr = "\n".join(leak.message() for leak in leaks)
         return report
@@ -255,8 +266,15 @@ class LeakGuard:
                 if previous is None
                 else self.library_attributes.extend(previous)
             )
+            module = item.getparent(pytest.Module)
+            try:
+                file_allowances = allow.of_node(module) if module is not None else ()
+            except pytest.UsageError:
+                file_allowances = ()  # reported at the test's setup
             self.file_window = Window(
-                f"{item.path.name} (one of its tests)", "file", self.allowances
+                f"{item.nodeid.split('::')[0]} (one of its tests)",
+                "file",
+                (*self.allowances, *file_allowances),
             )
         self.leftovers.start()
         self.seen.clear()
@@ -273,15 +291,18 @@ class LeakGuard:
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, None, None]:
+        __tracebackhide__ = True  # a leak error shows the test, not the guard
         for patch in active_patches():  # what the test patched is watched per test from now on
             self.watch.add_patched(target_of(patch))
+        value_leaks = []  # before the fixtures' own teardown, which may change them
         if self.deep and self.window is not None:
-            self._settle(self._fixture_value_leaks(self.window), item)
+            value_leaks = self._fixture_value_leaks(self.window)
         result = yield
         window, self.window = self.window, None
         self.listening = False
+        escalated = []
         if window is not None:
-            leaks = self._close(window, self.tier)
+            leaks = value_leaks + self._close(window, self.tier)
             leaks += [
                 Leak(
                     window.owner,
@@ -295,14 +316,16 @@ class LeakGuard:
                 for category, key, what in self.leftovers.check()
                 if not allow.allowed(window.allowances, category, key)
             ]
-            self._settle(leaks, item)
+            escalated += self._settle(leaks, item)
         if self.file_window is not None and (nextitem is None or nextitem.path != item.path):
             file_window, self.file_window = self.file_window, None
             leaks = self._close(file_window, self.file_tier)
             for leak in leaks:
                 owner = self.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
-            self._settle(leaks, item)
+            escalated += self._settle(leaks, item)
+        if escalated:  # -W error turned a LeakedStateWarning into an exception
+            raise escalated[0]
         pending, self.pending = self.pending, []
         if pending and self.policy == "error":
             pytest.fail("\n".join(pending), pytrace=False)
@@ -326,6 +349,8 @@ class LeakGuard:
                 for found in changes(tier, before, leaks=False):
                     owned[(id(found.category), found.key)] = (found.old, found.new)
             self.fixtures[id(fixturedef)] = (before, owned, dict(self.seen))
+            # Runs first among the fixture's finalizers: the state before its teardown.
+            fixturedef.addfinalizer(partial(self._before_teardown, fixturedef))
             for window in (self.window, self.file_window):
                 if window is not None:
                     window.owned.update(owned)
@@ -337,6 +362,7 @@ class LeakGuard:
     def pytest_fixture_post_finalizer(
         self, fixturedef: Any, request: pytest.FixtureRequest
     ) -> Generator[None, object, object]:
+        __tracebackhide__ = True
         result = yield
         self.scoped_values.pop(fixturedef.argname, None)
         entry = self.fixtures.pop(id(fixturedef), None)
@@ -344,19 +370,39 @@ class LeakGuard:
             return result
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
+        since_setup = [item for tier in self._all_tiers() for item in changes(tier, before)]
+        found = [item for item in since_setup if (id(item.category), item.key) in owned]
+        # What its teardown changed that was not the fixture's and is not back
+        # to how it was before the fixture (a teardown cleaning up is fine).
+        pre_teardown = self.pre_teardown.pop(id(fixturedef), None)
+        if pre_teardown is not None:
+            changed_since_setup = {(id(item.category), item.key) for item in since_setup}
+            found += [
+                item
+                for tier in self._all_tiers()
+                for item in changes(tier, pre_teardown)
+                if (id(item.category), item.key) in changed_since_setup
+                and (id(item.category), item.key) not in owned
+            ]
         found = [
             item
-            for tier in self._all_tiers()
-            for item in changes(tier, before)
-            if (id(item.category), item.key) in owned
+            for item in found
+            if not allow.allowed(self.allowances, item.category.name, self._subject(item))
         ]
-        leaks = self._restore(owner, "fixture", found, seen)
-        self._settle(leaks, request.node)
+        leaks = self._restore(owner, "fixture", found, {**seen, **self.seen})
+        escalated = self._settle(leaks, request.node)
         for window in (self.window, self.file_window):
             if window is not None:
                 for key, (old, _) in owned.items():
                     window.released[key] = old
+        if escalated:
+            raise escalated[0]
         return result
+
+    def _before_teardown(self, fixturedef: Any) -> None:
+        self.pre_teardown[id(fixturedef)] = {
+            key: value for tier in self._all_tiers() for key, value in tier.take().items()
+        }
 
     # -- deep tier: values of higher-scoped fixtures ---------------------------
 
@@ -475,7 +521,11 @@ class LeakGuard:
             what = f"an unstopped mock patch of {subject}"
             return Leak(owner, kind, "mock", subject, what, site=started or "", hint=hint)
         site = (self.seen if seen is None else seen).get((category.name, item.key), "")
-        old, new = category.show(item.old), category.show(item.new)
+        show_key = getattr(category, "show_key", None)
+        if show_key is not None:
+            old, new = show_key(item.key, item.old), show_key(item.key, item.new)
+        else:
+            old, new = category.show(item.old), category.show(item.new)
         what = f"{category.label(item.key)} (was {old}, now {new})"
         if same_items(item.old, item.new):
             what = f"{category.label(item.key)} (rebound to a new list with the same items)"
@@ -486,14 +536,24 @@ class LeakGuard:
         if self.forward is not None:
             self.forward(leak)
 
-    def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> None:
+    def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
+        """Record and report; returns the warnings ``-W error`` escalated, to raise
+        once the guard's own work is done."""
+        __tracebackhide__ = True
+        leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
         for leak in leaks:
             self._record(leak)
+        escalated: list[Warning] = []
+        for leak in leaks:
             message = leak.message()
             if self.policy == "warn":
-                node.warn(LeakedStateWarning(message))
+                try:
+                    node.warn(LeakedStateWarning(message))
+                except Warning as error:  # -W error: every leak is still recorded
+                    escalated.append(error)
             elif self.policy == "error":
                 self.pending.append(message)
+        return escalated
 
     def record(self, fields: dict[str, Any]) -> None:
         """A leak found in a file-mode child, for this (the parent's) summary."""
