@@ -332,6 +332,9 @@ PATCHER_LEAKS = """
 """
 
 
+SEP_LINE = line(PATCHER_LEAKS, '(os, "sep"')
+
+
 def test_fakefs_patcher_and_monkeypatch_left_active(pytester: pytest.Pytester) -> None:
     pytest.importorskip("pyfakefs")
     pytester.makepyfile(test_patchers=PATCHER_LEAKS)
@@ -340,16 +343,24 @@ def test_fakefs_patcher_and_monkeypatch_left_active(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines(
         [
             "*test_fakefs_left_active leaked an active pyfakefs Patcher (was none, now *); "
-            "use the fs fixture*",
+            "use the fs fixture*"
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
             literal(
                 "*test_monkeypatch_never_undone leaked os.environ['HANDMADE'] (was unset, now '1') "
                 "through a pytest.MonkeyPatch never undone, "
                 f"at test_patchers.py:{line(PATCHER_LEAKS, 'HANDMADE')}; call its undo()*"
-            ),
+            )
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
             "*test_monkeypatch_never_undone leaked os.sep (was '/', now '|') through a "
-            "pytest.MonkeyPatch never undone; call its undo()*",
-        ],
-        consecutive=False,
+            "pytest.MonkeyPatch never undone, "
+            f"at test_patchers.py:{SEP_LINE}; call its undo()*"
+        ]
     )
 
 

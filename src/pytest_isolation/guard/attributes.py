@@ -15,6 +15,7 @@ import types
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_isolation.guard import tracked
 from pytest_isolation.guard.process import SYS_COVERED
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import MISSING
@@ -38,6 +39,10 @@ COMMON_STDLIB = (
     "builtins",
 )
 
+#: The ones whose writes are tracked instead of compared (not ``sys`` and
+#: ``builtins``, see :mod:`.tracked`).
+TRACKED_STDLIB = frozenset(COMMON_STDLIB) - {"sys", "builtins"}
+
 #: Attributes that change legitimately, or that another category watches.
 SKIPPED = {
     "sys": SYS_COVERED | {"last_type", "last_value", "last_traceback", "last_exc", "ps1", "ps2"},
@@ -54,18 +59,22 @@ Space = tuple[str, object]
 
 class _Saved:
     """One namespace's dict at snapshot time: a live view, its values as a
-    tuple (for the fast compare) and a copy (for the diff)."""
+    tuple (for the fast compare) and a copy (for the diff).  A tracked stdlib
+    module is compared by its write count instead (see :mod:`.tracked`)."""
 
-    __slots__ = ("copy", "live", "owner", "prefix", "values")
+    __slots__ = ("copy", "live", "owner", "prefix", "values", "version")
 
     def __init__(self, prefix: str, owner: object) -> None:
         self.prefix = prefix
         self.owner = owner
+        self.version = tracked.version(owner)
         self.live = vars(owner)
         self.copy = dict(self.live)
         self.values = tuple(self.copy.values())
 
     def unchanged(self) -> bool:
+        if self.version is not None:
+            return tracked.version(self.owner) == self.version
         try:
             return len(self.live) == len(self.values) and tuple(self.live.values()) == self.values
         except Exception:  # an item's __eq__ failed: it was replaced
@@ -173,6 +182,8 @@ class Watchlist:
         self.library_roots = library_roots
         #: Real paths of collected test modules (never project state).
         self.test_files: set[str] = set()
+        #: Their file names, a cheap first check before resolving a path.
+        self.test_names: set[str] = set()
         #: Top-level packages of registered pytest plugins (skipped by the scan).
         self.plugin_packages: set[str] = set(MACHINERY)
         self.project: dict[str, Space] = {}
@@ -183,6 +194,10 @@ class Watchlist:
         self._every: tuple[tuple[int, int, int], list[Space]] | None = None
         self._count = -1
         self._dirty = True
+
+    def add_test_file(self, path: Path) -> None:
+        self.test_files.add(_real(str(path)))
+        self.test_names.add(path.name)
 
     def add_patched(self, owner: object) -> None:
         """A module or class a test patched: watched per test from now on."""
@@ -206,6 +221,8 @@ class Watchlist:
                 continue
             self._seen[name] = module
             if name in COMMON_STDLIB:
+                if name in TRACKED_STDLIB:
+                    tracked.track(module)
                 changed = True
             elif self._is_project(name, module):
                 self.project[name] = (name, module)
@@ -246,7 +263,10 @@ class Watchlist:
             return False
         known = self._test_file.get(path)
         if known is None:  # test files are recorded before they are imported
-            known = os.path.basename(path) == "conftest.py" or _real(path) in self.test_files
+            name = os.path.basename(path)
+            known = name == "conftest.py" or (
+                name in self.test_names and _real(path) in self.test_files
+            )
             self._test_file[path] = known
         return known
 

@@ -67,7 +67,7 @@ class Leftovers:
         #: Set by the audit listener when something starts a process.
         self.spawned = False
         self.known_children: dict[int, str] = _children() if sys.platform == "linux" else {}
-        self._listing: tuple[str, tuple[int, int], frozenset[str]] | None = None
+        self._listing: tuple[str, tuple[int, int, int], frozenset[str]] | None = None
 
     def start(self) -> None:
         """Begin a window; the previous window's end is the baseline when nothing ran since."""
@@ -127,13 +127,21 @@ class Leftovers:
             for pid, cmd in new.items()
         ]
 
-    def _stat(self) -> tuple[str, tuple[int, int]] | None:
+    def _stat(self) -> tuple[str, tuple[int, int, int]] | None:
+        """The working directory and its (inode, device, mtime): one
+        ``stat(".")``, and the path only when it is not the listed directory."""
         try:
-            cwd = _REAL.getcwd()
-            stat = _REAL.stat(cwd)
+            stat = _REAL.stat(".")
         except OSError:
             return None
-        return cwd, (stat.st_ino, stat.st_mtime_ns)
+        key = (stat.st_ino, stat.st_dev, stat.st_mtime_ns)
+        listing = self._listing
+        if listing is not None and listing[1][:2] == key[:2]:
+            return listing[0], key
+        try:
+            return _REAL.getcwd(), key
+        except OSError:
+            return None
 
     def _list_cwd(self) -> None:
         """(Re)list the working directory only when its mtime says it changed."""
@@ -150,9 +158,9 @@ class Leftovers:
         if before is None or current is None or before[:2] == current:
             return []
         cwd = current[0]
+        self._list_cwd()
         if cwd != before[0]:
             return []  # the cwd category reports the change itself
-        self._list_cwd()
         assert self._listing is not None
         new = sorted(self._listing[2] - before[2])
         left = [

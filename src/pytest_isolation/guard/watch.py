@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 from collections.abc import Callable
 from collections.abc import Generator
 from functools import partial
@@ -25,6 +26,7 @@ import pytest
 
 from pytest_isolation import LeakedStateWarning
 from pytest_isolation.guard import allow
+from pytest_isolation.guard import tracked
 from pytest_isolation.guard.attributes import Attributes
 from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.deep import CONTAINERS
@@ -132,7 +134,7 @@ class LeakGuard:
         #: Sites of environment writes and chdir seen in the open window.
         self.seen: Seen = {}
         self.listening = False
-        self._outer: tuple[Any, Any] | None = None
+        self._outer: tuple[Any, Any, Any] | None = None
 
     # -- process-wide recorders --------------------------------------------
 
@@ -141,12 +143,26 @@ class LeakGuard:
             name = getattr(plugin, "__name__", "") if hasattr(plugin, "__file__") else ""
             if name and os.path.basename(str(plugin.__file__)) != "conftest.py":
                 self.watch.plugin_packages.add(name.partition(".")[0])
-        self._outer = (listen(self._heard), record_start_sites(self.sites.caller))
+        tracked.start()
+        self._outer = (
+            listen(self._heard),
+            record_start_sites(self.sites.caller),
+            tracked.on_write,
+        )
+        tracked.on_write = self._module_written
 
     def pytest_unconfigure(self) -> None:
         if self._outer is not None:
             listen(self._outer[0])
             record_start_sites(self._outer[1])
+            tracked.on_write = self._outer[2]
+            tracked.stop()
+
+    def _module_written(self, module: types.ModuleType, name: str) -> None:
+        if self.listening:
+            site = self.sites.caller()
+            if site:
+                self.seen[("attribute", f"{module.__name__}.{name}")] = site
 
     def _heard(self, event: str, args: tuple[Any, ...]) -> None:
         if event in PROCESS_EVENTS:
@@ -183,7 +199,7 @@ class LeakGuard:
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
         if not isinstance(collector, pytest.Module):
             return (yield)
-        self.watch.test_files.add(os.path.realpath(collector.path))
+        self.watch.add_test_file(collector.path)
         if self.contained:
             return (yield)
         self._refresh_watch()
