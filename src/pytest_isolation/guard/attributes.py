@@ -39,9 +39,9 @@ COMMON_STDLIB = (
     "builtins",
 )
 
-#: The ones whose writes are tracked instead of compared (not ``sys`` and
-#: ``builtins``, see :mod:`.tracked`).
-TRACKED_STDLIB = frozenset(COMMON_STDLIB) - {"sys", "builtins"}
+#: The ones whose writes are tracked instead of compared (not ``sys``, see
+#: :mod:`.tracked`).
+TRACKED_STDLIB = frozenset(COMMON_STDLIB) - {"sys"}
 
 #: Attributes that change legitimately, or that another category watches.
 SKIPPED = {

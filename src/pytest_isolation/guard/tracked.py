@@ -9,8 +9,9 @@ subclass (``module.__class__`` assignment is the mechanism
 the guard where the write came from.  A test that wrote nothing costs one
 dict lookup per module.
 
-``sys`` and ``builtins`` are not tracked: the interpreter itself uses
-``type(sys)`` as the module type.  They are compared like project modules.
+``sys`` is not tracked: the import system uses ``type(sys)`` as the module
+type, and the interpreter writes its attributes directly.  It is compared
+like project modules.
 """
 
 from __future__ import annotations
