@@ -204,9 +204,21 @@ def test_import_time_leaks_are_reported_for_the_file_not_restored(
         [literal("*test_imports.py (at import) leaked sys.modules['yaml'] (was unset, now <Magi*")]
     )
     result.stdout.fnmatch_lines(
-        ["*test_imports.py (at import) leaked an unstopped mock patch of time.sleep, at *:6;*"]
+        # unittest.mock is first imported by this very module, so the site is the module.
+        ["*test_imports.py (at import) leaked an unstopped mock patch of time.sleep, at *.py;*"]
     )
     result.stdout.fnmatch_lines(["*= isolation: 1 file leaked state =*"])
+
+
+def test_import_time_patch_site_has_its_line_once_mock_is_loaded(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest("from unittest import mock  # loaded before the test modules\n")
+    pytester.makepyfile(test_imports=IMPORT_TIME)
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.stdout.fnmatch_lines(
+        ["*(at import) leaked an unstopped mock patch of time.sleep, at test_imports.py:6;*"]
+    )
 
 
 def test_import_time_leak_is_a_collection_error_under_error(pytester: pytest.Pytester) -> None:

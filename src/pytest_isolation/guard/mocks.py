@@ -13,13 +13,18 @@ import os
 import sys
 from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 import pytest
 
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Flat
 from pytest_isolation.guard.state import describe
+
+Locate = Callable[[], "str | None"]
+#: Where ``start()`` sites come from while a guard listens.
+_locate: Locate | None = None
+#: What the registry reads as before ``unittest.mock`` is imported by anyone.
+_NO_PATCHES: list[Any] = []
 
 
 class _StartSites(list[Any]):
@@ -29,10 +34,9 @@ class _StartSites(list[Any]):
     def __init__(self, items: list[Any]) -> None:
         super().__init__(items)
         self.sites: dict[int, str] = {}
-        self.locate: Callable[[], str | None] | None = None
 
     def append(self, patch: Any) -> None:
-        site = self.locate() if self.locate is not None else None
+        site = _locate() if _locate is not None else None
         if site:
             self.sites[id(patch)] = site
         super().append(patch)
@@ -43,27 +47,31 @@ class _StartSites(list[Any]):
 
 
 def _patch_registry() -> list[Any]:
-    """The list of started, unstopped patches.
+    """The list of started, unstopped patches (empty until some code imports
+    ``unittest.mock``: the guard does not import it, which costs ~30 ms).
 
     Private stdlib detail, unavoidable: ``unittest.mock`` keeps them only in
     ``_patch._active_patches`` (``patch``, ``patch.object``, ``patch.dict``
     and ``patch.multiple`` alike); ``tests/test_guard_fences.py`` fails loudly
-    if that changes.
+    if that changes.  The first read replaces the list with one that records
+    start sites.
     """
-    return mock._patch._active_patches  # type: ignore[attr-defined,no-any-return]
-
-
-Locate = Callable[[], "str | None"]
+    module = sys.modules.get("unittest.mock")
+    if module is None:
+        return _NO_PATCHES
+    registry: list[Any] = module._patch._active_patches
+    if not isinstance(registry, _StartSites):
+        registry = _StartSites(registry)
+        module._patch._active_patches = registry
+    return registry
 
 
 def record_start_sites(locate: Locate | None) -> Locate | None:
     """Make ``start()`` record its caller's site (``None`` stops recording);
     returns the previous locator, to put back."""
-    registry = _patch_registry()
-    if not isinstance(registry, _StartSites):
-        registry = _StartSites(registry)
-        mock._patch._active_patches = registry  # type: ignore[attr-defined]
-    previous, registry.locate = registry.locate, locate
+    global _locate
+    _patch_registry()
+    previous, _locate = _locate, locate
     return previous
 
 

@@ -232,8 +232,11 @@ class LeakGuard:
             if item.category is not self.attributes
             or attribute_id(self.attributes.where[item.key]) not in patched
         ]
+        # A patch started while the first module to import unittest.mock was
+        # imported has no recorded line: the module is the site.
+        module_site = self.sites.relative(str(collector.path))
         leaks = [
-            self._leak(owner, "file", item, IMPORT_HINT, start_site(item.new))
+            self._leak(owner, "file", item, IMPORT_HINT, start_site(item.new) or module_site)
             for item in found
             if not allow.allowed(allowances, item.category.name, self._subject(item))
         ]
