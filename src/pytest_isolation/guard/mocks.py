@@ -223,6 +223,10 @@ class FakeFilesystem(Flat):
     def read(self) -> dict[str, object]:
         return {"pyfakefs": _pyfakefs_patcher()}
 
+    def unchanged(self, saved: object) -> bool:
+        assert isinstance(saved, dict)
+        return _pyfakefs_patcher() is saved["pyfakefs"]
+
     def label(self, key: str) -> str:
         return "an active pyfakefs Patcher"
 

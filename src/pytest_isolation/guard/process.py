@@ -66,6 +66,10 @@ class Environ(Flat):
     def read(self) -> dict[str, object]:
         return environ_data()
 
+    def unchanged(self, saved: object) -> bool:
+        data = getattr(_ENVIRON, "_data", None)  # compared in place, not copied
+        return equal(data if isinstance(data, dict) else dict(_ENVIRON), saved)
+
     def diff(self, saved: object) -> list[Change]:
         return [(text(key), old, new) for key, old, new in super().diff(saved)]
 
@@ -96,6 +100,13 @@ class WorkingDirectory(Flat):
             return {"cwd": REAL.getcwd()}
         except FileNotFoundError:  # the directory was removed under us
             return {"cwd": MISSING}
+
+    def unchanged(self, saved: object) -> bool:
+        assert isinstance(saved, dict)
+        try:
+            return bool(REAL.getcwd() == saved["cwd"])
+        except FileNotFoundError:
+            return saved["cwd"] is MISSING
 
     def label(self, key: str) -> str:
         return "the working directory"
