@@ -286,20 +286,25 @@ def test_library_function_replaced_is_found_at_the_file_boundary(
 ) -> None:
     pytester.makepyfile(
         test_a="""
-            import email.utils
+            import email.utils, os
             def test_replaces():
                 email.utils.formatdate = lambda *a, **k: "never"
+                vars(os)["getpid"] = lambda: 0  # bypasses os's write tracking
             def test_same_file_still_sees_it():
                 assert email.utils.formatdate() == "never"
         """,
         test_b="""
-            import email.utils
+            import email.utils, os
             def test_other_file_is_clean():
                 assert email.utils.formatdate() != "never"
+                assert os.getpid() > 0
         """,
     )
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=3, warnings=1)
+    result.assert_outcomes(passed=3, warnings=2)
+    result.stdout.fnmatch_lines(
+        ["*test_a.py (one of its tests) leaked os.getpid (was <built-in function getpid>*"]
+    )
     result.stdout.fnmatch_lines(
         [
             "*LeakedStateWarning: test_a.py (one of its tests) leaked email.utils.formatdate "

@@ -64,10 +64,10 @@ class _Saved:
 
     __slots__ = ("copy", "live", "owner", "prefix", "values", "version")
 
-    def __init__(self, prefix: str, owner: object) -> None:
+    def __init__(self, prefix: str, owner: object, by_version: bool = True) -> None:
         self.prefix = prefix
         self.owner = owner
-        self.version = tracked.version(owner)
+        self.version = tracked.version(owner) if by_version else None
         self.live = vars(owner)
         self.copy = dict(self.live)
         self.values = tuple(self.copy.values())
@@ -111,20 +111,27 @@ class Attributes:
         self.spaces: list[Space] = []
         self.where: dict[str, tuple[object, str]] = {}
 
+    def _saved(self, prefix: str, owner: object) -> _Saved:
+        # The file scan compares tracked modules in full: it is there for
+        # the writes the tracking cannot see.
+        return _Saved(prefix, owner, by_version=not self.replaced_only)
+
     def snapshot(self) -> object:
-        return [_Saved(prefix, owner) for prefix, owner in self.spaces]
+        return [self._saved(prefix, owner) for prefix, owner in self.spaces]
 
     def resnapshot(self, previous: object) -> object:
         """A snapshot that reuses the parts of ``previous`` still current."""
         assert isinstance(previous, list)
         current = {id(saved.owner): saved for saved in previous if saved.unchanged()}
-        return [current.get(id(owner)) or _Saved(prefix, owner) for prefix, owner in self.spaces]
+        return [
+            current.get(id(owner)) or self._saved(prefix, owner) for prefix, owner in self.spaces
+        ]
 
     def extend(self, previous: object) -> object:
         """``previous`` (known to be current) plus namespaces added since."""
         assert isinstance(previous, list)
         known = {id(saved.owner): saved for saved in previous}
-        return [known.get(id(owner)) or _Saved(prefix, owner) for prefix, owner in self.spaces]
+        return [known.get(id(owner)) or self._saved(prefix, owner) for prefix, owner in self.spaces]
 
     def unchanged(self, saved: object) -> bool:
         assert isinstance(saved, list)
@@ -247,7 +254,9 @@ class Watchlist:
         return self._every[1]
 
     def _every_module(self) -> list[Space]:
-        watched = {id(owner) for _, owner in self.per_test()}
+        # Per-test modules are compared already, except a tracked module's
+        # write that bypassed setattr (vars(os)[...] = ...): scan those too.
+        watched = {id(owner) for _, owner in self.per_test() if tracked.version(owner) is None}
         return [
             (name, module)
             for name, module in list(sys.modules.items())
