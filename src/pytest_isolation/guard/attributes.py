@@ -62,11 +62,12 @@ class _Saved:
     tuple (for the fast compare) and a copy (for the diff).  A tracked stdlib
     module is compared by its write count instead (see :mod:`.tracked`)."""
 
-    __slots__ = ("copy", "live", "owner", "prefix", "values", "version")
+    __slots__ = ("copy", "live", "owner", "owner_id", "prefix", "values", "version")
 
     def __init__(self, prefix: str, owner: object, by_version: bool = True) -> None:
         self.prefix = prefix
         self.owner = owner
+        self.owner_id = id(owner)
         self.version = tracked.version(owner) if by_version else None
         self.live = vars(owner)
         self.copy = dict(self.live)
@@ -135,7 +136,14 @@ class Attributes:
 
     def unchanged(self, saved: object) -> bool:
         assert isinstance(saved, list)
-        return all(space.unchanged() for space in saved)
+        versions = tracked.versions
+        for space in saved:  # inlined: this runs after every test
+            if space.version is not None:
+                if versions.get(space.owner_id) != space.version:
+                    return False
+            elif not space.unchanged():
+                return False
+        return True
 
     def diff(self, saved: object) -> list[Change]:
         assert isinstance(saved, list)

@@ -333,10 +333,34 @@ class Loggers(Flat):
         logger.disabled, logger.propagate = disabled, propagate
 
 
+def _import_system() -> list[object]:
+    path, meta_path, path_hooks = sys.path, sys.meta_path, sys.path_hooks
+    return [
+        ListState((id(path), tuple(path))),
+        ListState((id(meta_path), tuple(meta_path))),
+        ListState((id(path_hooks), tuple(path_hooks))),
+    ]
+
+
+def _interpreter() -> list[object]:
+    argv = sys.argv
+    return [
+        ListState((id(argv), tuple(argv))),
+        sys.stdout,
+        sys.stderr,
+        sys.stdin,
+        sys.excepthook,
+        sys.getrecursionlimit(),
+        sys.gettrace(),
+        sys.getprofile(),
+    ]
+
+
 IMPORT_SYSTEM = Slots(
     "import",
     "use monkeypatch.syspath_prepend or monkeypatch.setattr(sys, ...)",
     {f"sys.{name}": _sys_list(name) for name in ("path", "meta_path", "path_hooks")},
+    reader=_import_system,
 )
 
 INTERPRETER = Slots(
@@ -352,6 +376,7 @@ INTERPRETER = Slots(
         "sys.gettrace()": (sys.gettrace, _set_trace),
         "sys.getprofile()": (sys.getprofile, _set_profile),
     },
+    reader=_interpreter,
 )
 
 ROOT_LOGGER = Slots(
@@ -364,6 +389,14 @@ ROOT_LOGGER = Slots(
     },
     formats={"the root logger's level": _show_level, "logging.disable()": _show_level},
 )
+
+
+def _process() -> list[object]:
+    return [
+        *map(_read_signal, _SIGNALS),
+        socket.getdefaulttimeout(),
+        _umask(),
+    ]
 
 
 PROCESS = Slots(
@@ -381,6 +414,7 @@ PROCESS = Slots(
         **{f"the handler of {signal.Signals(number).name}": _show_handler for number in _SIGNALS},
         "the umask": lambda value: oct(value) if isinstance(value, int) else describe(value),
     },
+    reader=_process,
 )
 
 #: Attributes of ``sys`` watched by the categories above (not again as attributes).

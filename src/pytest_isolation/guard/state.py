@@ -135,20 +135,19 @@ class Slots(Flat):
         hint: str,
         slots: dict[str, Slot],
         formats: dict[str, Callable[[object], str]] | None = None,
+        reader: Callable[[], list[object]] | None = None,
     ) -> None:
         self.name = name
         self.hint = hint
         self.slots = slots
         #: How to show the values of some slots (a level name, a signal handler).
         self.formats = formats or {}
-
-        self._getters = tuple(get for get, _ in slots.values())
+        getters = tuple(get for get, _ in slots.values())
+        #: All values at once, in slot order: one call per test instead of one per slot.
+        self.values = reader or (lambda: [get() for get in getters])
 
     def read(self) -> dict[str, object]:
         return dict(zip(self.slots, self.values(), strict=True))
-
-    def values(self) -> list[object]:
-        return [get() for get in self._getters]
 
     def snapshot(self) -> object:
         return self.values()

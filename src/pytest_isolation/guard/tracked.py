@@ -21,7 +21,7 @@ import types
 from collections.abc import Callable
 
 #: Writes per tracked module, by ``id(module)``.
-_versions: dict[int, int] = {}
+versions: dict[int, int] = {}
 #: Called with (module, name) on every write while a guard listens.
 on_write: Callable[[types.ModuleType, str], None] | None = None
 _users = 0
@@ -40,7 +40,7 @@ class TrackedModule(types.ModuleType):
 
 
 def _written(module: types.ModuleType, name: str) -> None:
-    _versions[id(module)] = _versions.get(id(module), 0) + 1
+    versions[id(module)] = versions.get(id(module), 0) + 1
     if on_write is not None:
         on_write(module, name)
 
@@ -49,13 +49,13 @@ def track(module: object) -> bool:
     """Track a plain module's writes; whether it is tracked now."""
     if type(module) is types.ModuleType and module is not sys:
         module.__class__ = TrackedModule
-        _versions.setdefault(id(module), 0)
+        versions.setdefault(id(module), 0)
     return type(module) is TrackedModule
 
 
 def version(module: object) -> int | None:
     """How many writes a tracked module has seen; ``None`` if it is not tracked."""
-    return _versions.get(id(module)) if type(module) is TrackedModule else None
+    return versions.get(id(module)) if type(module) is TrackedModule else None
 
 
 def start() -> None:

@@ -126,8 +126,8 @@ class LeakGuard:
         self.file_window: Window | None = None
         self.file_path: Path | None = None
         #: Higher-scoped fixtures alive: their snapshot before setup, what they set, sites.
-        self.fixtures: dict[int, tuple[dict[int, object], Owned, Seen]] = {}
-        self.pre_teardown: dict[int, dict[int, object]] = {}
+        self.fixtures: dict[int, tuple[dict[Category, object], Owned, Seen]] = {}
+        self.pre_teardown: dict[int, dict[Category, object]] = {}
         self.scoped_values: dict[str, tuple[str, object]] = {}
         self.values_saved: dict[str, tuple[str, Content]] = {}
         self.pending: list[str] = []
@@ -279,8 +279,8 @@ class LeakGuard:
             self.file_path = item.path
             self.library_attributes.spaces = self.watch.every_module()
             # The last file's end left the snapshot current: only add new modules.
-            previous = self.file_tier.saved.get(id(self.library_attributes))
-            self.file_tier.saved[id(self.library_attributes)] = (
+            previous = self.file_tier.saved.get(self.library_attributes)
+            self.file_tier.saved[self.library_attributes] = (
                 self.library_attributes.snapshot()
                 if previous is None
                 else self.library_attributes.extend(previous)
@@ -366,7 +366,7 @@ class LeakGuard:
             owned: Owned = {}
             for tier in self._all_tiers():
                 for found in changes(tier, before, leaks=False):
-                    owned[(id(found.category), found.key)] = (found.old, found.new)
+                    owned[(found.category, found.key)] = (found.old, found.new)
             self.fixtures[id(fixturedef)] = (before, owned, dict(self.seen))
             # Runs first among the fixture's finalizers: the state before its teardown.
             fixturedef.addfinalizer(partial(self._before_teardown, fixturedef))
@@ -390,18 +390,18 @@ class LeakGuard:
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
         since_setup = [item for tier in self._all_tiers() for item in changes(tier, before)]
-        found = [item for item in since_setup if (id(item.category), item.key) in owned]
+        found = [item for item in since_setup if (item.category, item.key) in owned]
         # What its teardown changed that was not the fixture's and is not back
         # to how it was before the fixture (a teardown cleaning up is fine).
         pre_teardown = self.pre_teardown.pop(id(fixturedef), None)
         if pre_teardown is not None:
-            changed_since_setup = {(id(item.category), item.key) for item in since_setup}
+            changed_since_setup = {(item.category, item.key) for item in since_setup}
             found += [
                 item
                 for tier in self._all_tiers()
                 for item in changes(tier, pre_teardown)
-                if (id(item.category), item.key) in changed_since_setup
-                and (id(item.category), item.key) not in owned
+                if (item.category, item.key) in changed_since_setup
+                and (item.category, item.key) not in owned
             ]
         found = [
             item
@@ -460,9 +460,7 @@ class LeakGuard:
 
     def _close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""
-        changed = [
-            c for c in tier.categories if id(c) in tier.saved and not c.unchanged(tier.saved[id(c)])
-        ]
+        changed = [c for c in tier.categories if c in tier.saved and not c.unchanged(tier.saved[c])]
         if not changed:
             return []
         leaks: list[Leak] = []
@@ -471,7 +469,7 @@ class LeakGuard:
             found = [
                 item
                 for item in changes(Tier(group), tier.saved)
-                if not window.excused((id(item.category), item.key), item.new)
+                if not window.excused((item.category, item.key), item.new)
                 and not allow.allowed(window.allowances, item.category.name, self._subject(item))
             ]
             leaks += self._restore(window.owner, window.kind, found)

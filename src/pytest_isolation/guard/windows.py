@@ -20,8 +20,8 @@ from pytest_isolation.guard.state import same
 
 #: Sites seen in a window: (category name, key) -> file:line.
 Seen = dict[tuple[str, str], str]
-#: A key of one category: (id of the category, key).
-Key = tuple[int, str]
+#: A key of one category: (the category, key).
+Key = tuple[Category, str]
 #: Keys a fixture set: (value before, value it set).
 Owned = dict[Key, tuple[object, object]]
 
@@ -31,29 +31,29 @@ class Tier:
 
     def __init__(self, categories: list[Category]) -> None:
         self.categories = categories
-        self.saved: dict[int, object] = {}
+        self.saved: dict[Category, object] = {}
 
     def ensure(self) -> None:
         if len(self.saved) == len(self.categories):
             return
         for category in self.categories:
-            if id(category) not in self.saved:
-                self.saved[id(category)] = category.snapshot()
+            if category not in self.saved:
+                self.saved[category] = category.snapshot()
 
-    def take(self) -> dict[int, object]:
-        return {id(category): category.snapshot() for category in self.categories}
+    def take(self) -> dict[Category, object]:
+        return {category: category.snapshot() for category in self.categories}
 
     def renew(self, category: Category) -> None:
         """Snapshot again, reusing what is still current where the category can."""
-        previous = self.saved.get(id(category))
+        previous = self.saved.get(category)
         resnapshot = getattr(category, "resnapshot", None)
         if previous is not None and resnapshot is not None:
-            self.saved[id(category)] = resnapshot(previous)
+            self.saved[category] = resnapshot(previous)
         else:
-            self.saved[id(category)] = category.snapshot()
+            self.saved[category] = category.snapshot()
 
     def forget(self, category: Category) -> None:
-        self.saved.pop(id(category), None)
+        self.saved.pop(category, None)
 
 
 @dataclasses.dataclass
@@ -80,12 +80,12 @@ class Found:
     new: object
 
 
-def changes(tier: Tier, saved: dict[int, object], leaks: bool = True) -> list[Found]:
+def changes(tier: Tier, saved: dict[Category, object], leaks: bool = True) -> list[Found]:
     """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn."""
     found = []
     fake_filesystem = leaks and pyfakefs_alive()
     for category in tier.categories:
-        before = saved.get(id(category))
+        before = saved.get(category)
         if before is None or category.unchanged(before):
             continue
         for key, old, new in category.diff(before):
