@@ -273,9 +273,10 @@ def monkeypatch_records(patcher: pytest.MonkeyPatch) -> list[tuple[str, str, obj
 
 
 def _notset() -> object:
-    """MonkeyPatch's "was not set" marker (``NOTSET`` since pytest 8.1, ``notset`` before)."""
-    from _pytest import monkeypatch as module  # the fence above covers this too
-
+    """MonkeyPatch's "was not set" marker (``NOTSET`` since pytest 8.1, ``notset``
+    before), read from the module that defines ``MonkeyPatch`` (the fence of
+    :func:`monkeypatch_records` covers it)."""
+    module = sys.modules[pytest.MonkeyPatch.__module__]
     return getattr(module, "NOTSET", getattr(module, "notset", object()))
 
 
