@@ -276,25 +276,7 @@ class LeakGuard:
         self._refresh_watch()
         self.tier.ensure()
         if not self.contained and item.path != self.file_path:
-            self.file_path = item.path
-            self.library_attributes.spaces = self.watch.every_module()
-            # The last file's end left the snapshot current: only add new modules.
-            previous = self.file_tier.saved.get(self.library_attributes)
-            self.file_tier.saved[self.library_attributes] = (
-                self.library_attributes.snapshot()
-                if previous is None
-                else self.library_attributes.extend(previous)
-            )
-            module = item.getparent(pytest.Module)
-            try:
-                file_allowances = allow.of_node(module) if module is not None else ()
-            except pytest.UsageError:
-                file_allowances = ()  # reported at the test's setup
-            self.file_window = Window(
-                f"{item.nodeid.split('::')[0]} (one of its tests)",
-                "file",
-                (*self.allowances, *file_allowances),
-            )
+            self._start_file(item)
         self.leftovers.start()
         self.seen.clear()
         self.window = Window(item.nodeid, "test", allowances)
@@ -305,6 +287,28 @@ class LeakGuard:
         if self.deep:
             self._remember_fixture_values(item)
         return result
+
+    def _start_file(self, item: pytest.Item) -> None:
+        """Open the file window: every module dict, snapshotted (new modules
+        only: the last file's end left the rest of the snapshot current)."""
+        self.file_path = item.path
+        self.library_attributes.spaces = self.watch.every_module()
+        previous = self.file_tier.saved.get(self.library_attributes)
+        self.file_tier.saved[self.library_attributes] = (
+            self.library_attributes.snapshot()
+            if previous is None
+            else self.library_attributes.extend(previous)
+        )
+        module = item.getparent(pytest.Module)
+        try:
+            file_allowances = allow.of_node(module) if module is not None else ()
+        except pytest.UsageError:
+            file_allowances = ()  # reported at the test's setup
+        self.file_window = Window(
+            f"{item.nodeid.split('::')[0]} (one of its tests)",
+            "file",
+            (*self.allowances, *file_allowances),
+        )
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after the last finalizer
     def pytest_runtest_teardown(
