@@ -12,6 +12,9 @@ from pytest_isolation.settings import Settings
 from pytest_isolation.wire import CHILD_ENV
 from pytest_isolation.wire import GUARD_NAME
 
+#: The isolation fixtures come with the plugin (a conftest can load them alone).
+pytest_plugins = ["pytest_isolation.fixtures"]
+
 _HELP = {
     "isolation_mode": "file: run every test file in a process of its own.",
     "isolation_start": "How file mode starts a child: fork, spawn, or auto (fork on Linux "
