@@ -228,12 +228,17 @@ def test_fixtures_from_a_conftest_without_the_plugin(pytester: pytest.Pytester) 
                 assert os.environ["HOME"] == str(isolated_env.home)
             def test_mock(mock_module):
                 assert mock_module("json", dumps=len).dumps("ab") == 2
+            def test_fs(isolated_fs):
+                assert isolated_fs.exists(os.environ["HOME"])
             def test_guard_and_file_mode_are_not_loaded(request):
                 assert request.config.pluginmanager.get_plugin("isolation-guard") is None
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:isolation", "--isolation-keep-tmp=always")
-    result.assert_outcomes(passed=4)
+    pytest.importorskip("pyfakefs")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:isolation", "--isolation-keep-tmp=always", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["*= isolation: kept 2 temporary directories =*"])
 
 
