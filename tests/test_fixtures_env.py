@@ -75,6 +75,14 @@ HOME_CACHED = """
         except OSError:
             pass  # even a caught refusal fails the test
 
+    def test_write_through_a_symlink_into_the_home(isolated_env, tmp_path):
+        link = tmp_path / "link"
+        link.symlink_to(CACHE.parent, target_is_directory=True)
+        try:
+            (link / "through-link").write_text("x")
+        except OSError:
+            pass
+
     def test_writes_inside_the_isolated_home_are_fine(isolated_env, tmp_path):
         (isolated_env.home / ".config").mkdir()
         (tmp_path / "f").write_text("x")
@@ -90,7 +98,10 @@ def test_write_to_the_real_home_fails_the_test(
     monkeypatch.setenv("TMPDIR", str(pytester.mkdir("system-tmp")))
     pytester.makepyfile(test_home=HOME_CACHED)
     result = pytester.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
-    result.assert_outcomes(passed=2, errors=1)
+    result.assert_outcomes(passed=3, errors=2)
+    result.stdout.fnmatch_lines(
+        ["*ERROR at teardown of test_write_through_a_symlink_into_the_home*"]
+    )
     result.stdout.fnmatch_lines(
         [
             "*ERROR at teardown of test_write_to_a_home_path_cached_at_import*",
@@ -100,6 +111,7 @@ def test_write_to_the_real_home_fails_the_test(
         ]
     )
     assert not (home / ".isolation-test-cache").exists()
+    assert not (home / "through-link").exists()
 
 
 NETWORK = """
@@ -139,6 +151,7 @@ def test_network_denial_from_ini(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_net="import socket, pytest\n"
         "def test_x(isolated_env):\n"
+        "    isolated_env()  # no arguments: the ini setting stays\n"
         "    with pytest.raises(ConnectionRefusedError, match='network=False'):\n"
         "        socket.create_connection(('192.0.2.1', 9), timeout=0.1)\n"
     )

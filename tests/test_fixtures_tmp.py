@@ -107,11 +107,30 @@ def test_keep_tmp(pytester: pytest.Pytester, policy: str, kept: int) -> None:
     isolated = [p for p in pytester.path.rglob("isolated-*") if p.is_dir()]
     assert len(isolated) == kept
     if kept:
+        noun = "directory" if kept == 1 else "directories"
         result.stdout.fnmatch_lines(
-            [f"*= isolation: kept {kept} temporary directories =*", "test_keep.py::test_fails: /*"]
+            [f"*= isolation: kept {kept} temporary {noun} =*", "test_keep.py::test_fails: /*"]
         )
     else:
         result.stdout.no_fnmatch_line("*kept*")
+
+
+def test_keep_tmp_in_file_mode_is_summarized_by_the_parent(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(test_keep="def test_fails(isolated_tmp_path): assert False\n")
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        f"--isolation-start={start}",
+        "--isolation-keep-tmp=failed",
+        timeout=TIMEOUT,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*= isolation: kept 1 temporary directory =*", "test_keep.py::test_fails: /*"]
+    )
 
 
 def test_bad_keep_tmp_is_a_usage_error(pytester: pytest.Pytester) -> None:

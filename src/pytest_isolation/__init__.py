@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:  # the real imports are lazy, see __getattr__ below
+    from pytest_isolation.fixtures import IsolatedTmp as IsolatedTmp
+    from pytest_isolation.fixtures.env import IsolatedEnv as IsolatedEnv
+    from pytest_isolation.fixtures.env import NetworkDeniedError as NetworkDeniedError
+    from pytest_isolation.fixtures.env import RealHomeWriteError as RealHomeWriteError
+    from pytest_isolation.fixtures.modules import ModuleMocker as ModuleMocker
+    from pytest_isolation.fixtures.modules import check_module_stub as check_module_stub
+    from pytest_isolation.fixtures.tmp import TmpDir as TmpDir
+    from pytest_isolation.fixtures.tmp import UnsafeRemoval as UnsafeRemoval
+    from pytest_isolation.fixtures.tmp import tmp as tmp
 
 __version__ = "0.1.0.dev0"
 __all__ = [

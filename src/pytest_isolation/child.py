@@ -5,8 +5,8 @@ runtest protocol and streams every hook the parent must replay over the pipe.
 It never reaches ``pytest_sessionfinish``: the parent owns the cache, junit
 XML and the terminal, so the child ends with ``os._exit``.
 
-Imports: stdlib, pytest and :mod:`pytest_isolation.wire` only, so a child
-starts light.
+Imports: stdlib, pytest, :mod:`pytest_isolation.wire` and the fixtures plugin
+(loaded with the plugin anyway) only, so a child starts light.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.fixtures import KEPT_KEY
 from pytest_isolation.wire import COLLECTED
 from pytest_isolation.wire import COLLECTREPORT
 from pytest_isolation.wire import DESELECTED
@@ -27,6 +28,7 @@ from pytest_isolation.wire import FINISHED
 from pytest_isolation.wire import GUARD_NAME
 from pytest_isolation.wire import HELLO
 from pytest_isolation.wire import INTERRUPTED
+from pytest_isolation.wire import KEPT
 from pytest_isolation.wire import LEAK
 from pytest_isolation.wire import LOGFINISH
 from pytest_isolation.wire import LOGSTART
@@ -241,6 +243,9 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     code = plugin.run(session)
     sys.stdout.flush()
     sys.stderr.flush()
+    kept = session.config.stash.get(KEPT_KEY, [])
+    if kept:  # isolated_tmp directories kept: the parent's summary lists them
+        plugin.sender.send(KEPT, lines=kept)
     if code == 0:
         plugin.sender.send(FINISHED)
     os._exit(code)

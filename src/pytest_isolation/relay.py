@@ -84,6 +84,7 @@ class FileRelay:
             wire.REPORT: self._report,
             wire.WARNING: self._warning,
             wire.LEAK: self._leak,
+            wire.KEPT: self._kept,
             wire.LOGFINISH: self._logfinish,
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
@@ -169,6 +170,11 @@ class FileRelay:
         guard = self.config.pluginmanager.get_plugin(wire.GUARD_NAME)
         if guard is not None:
             guard.record(fields)
+
+    def _kept(self, lines: list[str]) -> None:
+        from pytest_isolation.fixtures import KEPT_KEY
+
+        self.config.stash.setdefault(KEPT_KEY, []).extend(lines)
 
     def _logfinish(self, nodeid: str, location: Location) -> None:
         self.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)

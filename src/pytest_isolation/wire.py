@@ -19,7 +19,7 @@ from typing import Any
 from typing import BinaryIO
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 #: Environment variable that tells a spawned interpreter it is a file-mode child.
 CHILD_ENV = "PYTEST_ISOLATION_CHILD"
@@ -42,6 +42,7 @@ LOGSTART = "logstart"
 REPORT = "report"
 WARNING = "warning"
 LEAK = "leak"
+KEPT = "kept"
 LOGFINISH = "logfinish"
 INTERRUPTED = "interrupted"
 FINISHED = "finished"
