@@ -43,6 +43,8 @@ from pytest_isolation.wire import receive
 CHILD_PLUGIN_NAME = "isolation-child"
 #: Name under which the parent registers its controller (unregistered in a child).
 CONTROLLER_NAME = "isolation-controller"
+#: Name of the sharding plugin (see :mod:`pytest_isolation.sharding`; unregistered in a child).
+SHARD_PLUGIN_NAME = "isolation-shard"
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2
 
@@ -254,9 +256,10 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
 def prepare_forked(session: pytest.Session) -> ChildPlugin:
     """Make a forked copy of the parent a child; done once per fork server."""
     config = session.config
-    controller = config.pluginmanager.get_plugin(CONTROLLER_NAME)
-    if controller is not None:
-        config.pluginmanager.unregister(controller)
+    for name in (CONTROLLER_NAME, SHARD_PLUGIN_NAME):  # the parent's business
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
     # Inherited counters would stop pytest's logic in the child early.
     session.testsfailed = 0
     return prepare(config, -1)

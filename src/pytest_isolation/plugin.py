@@ -50,6 +50,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "isolation_leaks_deep", "Default of --isolation-leaks-deep.", type="bool", default=False
     )
+    group.addoption(
+        "--isolation-shard",
+        dest="isolation_shard",
+        default=None,
+        metavar="K/N",
+        help="Run only shard K of N (1-based) of the test files; without it, CI_NODE_INDEX/"
+        "CI_NODE_TOTAL, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or BUILDKITE_PARALLEL_JOB/"
+        "BUILDKITE_PARALLEL_JOB_COUNT are used when set.",
+    )
+    group.addoption(
+        "--isolation-shard-strategy",
+        dest="isolation_shard_strategy",
+        default=None,
+        metavar="auto|round-robin|duration",
+        help="How files are split: duration (balance recorded durations), round-robin, or "
+        "auto (duration when durations are known). Default: auto.",
+    )
+    group.addoption(
+        "--isolation-durations",
+        dest="isolation_durations",
+        default=None,
+        metavar="PATH",
+        help="A JSON file of each test file's duration for --isolation-shard (else the "
+        "durations of earlier runs in pytest's cache).",
+    )
+    group.addoption(
+        "--isolation-store-durations",
+        dest="isolation_store_durations",
+        action="store_true",
+        default=False,
+        help="Write this run's file durations to --isolation-durations (default "
+        "isolation-durations.json in the rootdir), to commit.",
+    )
     parser.addini(
         "isolation_allow_leaks",
         "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "
@@ -69,6 +102,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
         guard = LeakGuard(config, settings.leaks, settings.deep)
         config.pluginmanager.register(guard, GUARD_NAME)
+    if child is None and not _lists_fixtures(config):
+        from pytest_isolation.sharding import PLUGIN_NAME
+        from pytest_isolation.sharding import Sharding
+
+        config.pluginmanager.register(Sharding(config), PLUGIN_NAME)
     if child is not None:
         from pytest_isolation.child import install_spawned
         from pytest_isolation.wire import ChildSpec

@@ -1,0 +1,180 @@
+"""Sharding: split a suite's test files over N CI jobs, every file in exactly one.
+
+Assignment depends only on the files' rootdir-relative paths and, for the
+``duration`` strategy, their recorded durations, so every job computes the
+same split.  Durations come from earlier runs (pytest's cache) or a committed
+JSON file; ``duration`` balances them (longest first onto the least loaded
+shard, then swaps between the fullest and the emptiest shard while that
+shortens the longest).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+STRATEGIES = ("auto", "round-robin", "duration")
+#: CI variables (index, total, whether the index is 0-based), checked in this order.
+CI_VARIABLES = (
+    ("CI_NODE_INDEX", "CI_NODE_TOTAL", False),
+    ("CIRCLE_NODE_INDEX", "CIRCLE_NODE_TOTAL", True),
+    ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", True),
+)
+CACHE_KEY = "isolation/durations"
+#: Assumed duration of a file without a record, as a share of the known mean.
+UNKNOWN = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based
+    total: int
+    source: str  # the option, or the CI variables it came from
+
+
+def parse(text: str, source: str) -> Shard:
+    """``K/N``, 1-based; anything else is a usage error naming ``source``."""
+    index_text, slash, total_text = text.strip().partition("/")
+    try:
+        if not slash:
+            raise ValueError
+        index, total = int(index_text), int(total_text)
+    except ValueError:
+        raise pytest.UsageError(
+            f"{source}: invalid shard {text!r}; expected K/N, e.g. 2/4"
+        ) from None
+    if total < 1 or not 1 <= index <= total:
+        raise pytest.UsageError(
+            f"{source}: invalid shard {text!r}; K must be between 1 and N, and N at least 1"
+        )
+    return Shard(index, total, source)
+
+
+def from_environment(environ: Mapping[str, str]) -> Shard | None:
+    """The shard a CI system's parallel-job variables describe, if any."""
+    for index_name, total_name, zero_based in CI_VARIABLES:
+        if index_name in environ and total_name in environ:
+            index_text, total_text = environ[index_name], environ[total_name]
+            source = f"{index_name}/{total_name}"
+            try:
+                index = int(index_text) + (1 if zero_based else 0)
+            except ValueError:
+                raise pytest.UsageError(
+                    f"{source}: invalid value {index_text!r} for {index_name}"
+                ) from None
+            return parse(f"{index}/{total_text}", source)
+    return None
+
+
+def round_robin(files: Iterable[str], total: int) -> dict[str, int]:
+    """Sorted paths dealt out in turn: shard of the i-th file is i mod N (0-based)."""
+    return {name: position % total for position, name in enumerate(sorted(files))}
+
+
+def by_duration(durations: Mapping[str, float], total: int) -> dict[str, int]:
+    """Balance durations over ``total`` shards (0-based shard numbers)."""
+    ordered = sorted(durations, key=lambda name: (-durations[name], name))
+    loads = [0.0] * total
+    members: list[list[str]] = [[] for _ in range(total)]
+    for name in ordered:  # longest first onto the least loaded (lowest number on ties)
+        shard = min(range(total), key=lambda s: (loads[s], s))
+        loads[shard] += durations[name]
+        members[shard].append(name)
+    _improve(durations, loads, members)
+    return {name: shard for shard, names in enumerate(members) for name in names}
+
+
+def _improve(durations: Mapping[str, float], loads: list[float], members: list[list[str]]) -> None:
+    """Move or swap files from the fullest shard to the emptiest while that
+    lowers the fullest shard's load (deterministic: ties by name)."""
+    for _ in range(10 * sum(map(len, members)) + 10):
+        full = max(range(len(loads)), key=lambda s: (loads[s], -s))
+        empty = min(range(len(loads)), key=lambda s: (loads[s], s))
+        gap = loads[full] - loads[empty]
+        if gap <= 0:
+            return
+        best: tuple[float, str, str | None] | None = None
+        small = sorted((durations[name], name) for name in members[empty])
+        small_times = [time for time, _ in small]
+        for name in sorted(members[full]):
+            moved = durations[name]
+            # Moving ``name`` alone, or swapping it with one ``other`` of the
+            # emptiest shard: the transfer t = moved - other must be in (0, gap).
+            for other_time, candidate in _candidates(small, small_times, moved - gap / 2):
+                transfer = moved - other_time
+                if 0 < transfer < gap:
+                    score = abs(gap / 2 - transfer)
+                    if best is None or score < best[0]:
+                        best = (score, name, candidate)
+            if 0 < moved < gap:
+                score = abs(gap / 2 - moved)
+                if best is None or score < best[0]:
+                    best = (score, name, None)
+        if best is None:
+            return
+        _, moved_name, swapped = best
+        members[full].remove(moved_name)
+        members[empty].append(moved_name)
+        loads[full] -= durations[moved_name]
+        loads[empty] += durations[moved_name]
+        if swapped is not None:
+            members[empty].remove(swapped)
+            members[full].append(swapped)
+            loads[empty] -= durations[swapped]
+            loads[full] += durations[swapped]
+
+
+def _candidates(
+    small: list[tuple[float, str]], times: list[float], target: float
+) -> list[tuple[float, str]]:
+    """The files of the emptiest shard nearest to ``target`` in duration."""
+    at = bisect.bisect_left(times, target)
+    return small[max(0, at - 1) : at + 1]
+
+
+def assign(
+    files: Iterable[str], total: int, strategy: str, durations: Mapping[str, float]
+) -> tuple[dict[str, int], str]:
+    """Each file's 0-based shard, and the strategy used (``auto`` resolved)."""
+    names = sorted(set(files))
+    known = {name: durations[name] for name in names if name in durations}
+    if strategy == "auto":
+        strategy = "duration" if known else "round-robin"
+    if strategy == "round-robin":
+        return round_robin(names, total), strategy
+    mean = sum(known.values()) / len(known) if known else 1.0
+    filled = {name: max(0.0, known.get(name, mean * UNKNOWN)) for name in names}
+    return by_duration(filled, total), strategy
+
+
+def load_durations(path: Path) -> dict[str, float]:
+    """A durations file: ``{"path/to/test_x.py": seconds, ...}``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise pytest.UsageError(f"--isolation-durations: no such file: {str(path)!r}") from None
+    except ValueError as error:
+        raise pytest.UsageError(
+            f"--isolation-durations: {str(path)!r} is not valid JSON: {error}"
+        ) from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, (int, float)) for k, v in data.items()
+    ):
+        raise pytest.UsageError(
+            f"--isolation-durations: {str(path)!r} must map file paths to seconds"
+        )
+    return {key: float(value) for key, value in data.items()}
+
+
+def store_durations(path: Path, durations: Mapping[str, float]) -> None:
+    text = json.dumps({k: round(v, 4) for k, v in sorted(durations.items())}, indent=1)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,96 @@
+"""The sharding hooks: keep only this shard's files, and record each file's
+duration for the next split (in pytest's cache, or a file to commit)."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from pytest_isolation import shard
+
+PLUGIN_NAME = "isolation-shard"
+DEFAULT_DURATIONS = "isolation-durations.json"
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+class Sharding:
+    """Registered as ``isolation-shard`` in the parent (never in a file-mode child)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        option = config.getoption("isolation_shard")
+        self.shard = (
+            shard.parse(option, "--isolation-shard")
+            if option
+            else shard.from_environment(os.environ)
+        )
+        self.strategy = config.getoption("isolation_shard_strategy") or "auto"
+        if self.strategy not in shard.STRATEGIES:
+            choices = ", ".join(repr(s) for s in shard.STRATEGIES)
+            raise pytest.UsageError(
+                f"--isolation-shard-strategy: invalid value {self.strategy!r}; "
+                f"choose from {choices}"
+            )
+        path = config.getoption("isolation_durations")
+        self.durations_file = Path(path) if path else None
+        self.store = bool(config.getoption("isolation_store_durations"))
+        self.known: dict[str, float] = {}
+        # A file to read must exist, unless this run is the one writing it.
+        if self.durations_file is not None and (not self.store or self.durations_file.exists()):
+            self.known = shard.load_durations(self.durations_file)
+        cache = getattr(config, "cache", None)
+        if not self.known and cache is not None:
+            cached = cache.get(shard.CACHE_KEY, {})
+            if isinstance(cached, dict):
+                self.known = {k: float(v) for k, v in cached.items() if isinstance(v, (int, float))}
+        self.measured: dict[str, float] = defaultdict(float)
+        self.used_strategy = ""
+        self.counts = (0, 0)
+
+    @pytest.hookimpl(trylast=True)  # after -k/-m/--deselect have chosen the tests
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if self.shard is None:
+            return
+        files = {_file_of(item.nodeid) for item in items}
+        assignment, self.used_strategy = shard.assign(
+            files, self.shard.total, self.strategy, self.known
+        )
+        mine = self.shard.index - 1
+        kept = [item for item in items if assignment[_file_of(item.nodeid)] == mine]
+        dropped = [item for item in items if assignment[_file_of(item.nodeid)] != mine]
+        self.counts = (sum(1 for shard_of in assignment.values() if shard_of == mine), len(files))
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+    def pytest_report_collectionfinish(self) -> str | None:
+        if self.shard is None:
+            return None
+        index, total = self.shard.index, self.shard.total
+        mine, files = self.counts
+        return (
+            f"isolation: shard {index}/{total} ({self.used_strategy}, from {self.shard.source}): "
+            f"{mine} of {files} test files"
+        )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.measured[_file_of(report.nodeid)] += report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.measured or self.config.option.collectonly:
+            return
+        merged = {**self.known, **self.measured}
+        cache = getattr(self.config, "cache", None)
+        if cache is not None:
+            cache.set(shard.CACHE_KEY, {k: round(v, 4) for k, v in sorted(merged.items())})
+        if self.store:
+            path = self.durations_file or self.config.rootpath / DEFAULT_DURATIONS
+            shard.store_durations(path, merged)

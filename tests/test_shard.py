@@ -1,0 +1,170 @@
+"""Sharding: every file in exactly one shard, deterministic, balanced by duration."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from conftest import TIMEOUT
+from conftest import run_file_mode
+from pytest_isolation.shard import Shard
+from pytest_isolation.shard import assign
+from pytest_isolation.shard import by_duration
+from pytest_isolation.shard import from_environment
+from pytest_isolation.shard import parse
+
+FILES = [f"tests/test_{name}.py" for name in range(23)]
+
+
+@pytest.mark.parametrize("strategy", ["round-robin", "duration"])
+@pytest.mark.parametrize("total", [1, 2, 3, 4, 5])
+def test_every_file_in_exactly_one_shard(strategy: str, total: int) -> None:
+    durations = {name: float(index % 7 + 1) for index, name in enumerate(FILES)}
+    assignment, used = assign(FILES, total, strategy, durations)
+    assert used == strategy
+    assert sorted(assignment) == sorted(FILES)
+    assert set(assignment.values()) <= set(range(total))
+    # Deterministic whatever the order the files come in.
+    shuffled = FILES[:]
+    random.Random(total).shuffle(shuffled)
+    assert assign(shuffled, total, strategy, dict(reversed(durations.items())))[0] == assignment
+
+
+def test_duration_balances_a_skewed_suite() -> None:
+    rng = random.Random(5)
+    durations = {f"test_{i}.py": rng.choice([0.1, 0.2, 0.5, 3.0, 8.0, 12.0]) for i in range(60)}
+    for total in (2, 3, 4, 5, 6):
+        ideal = sum(durations.values()) / total
+        assert max(durations.values()) <= ideal
+        assignment = by_duration(durations, total)
+        loads = [0.0] * total
+        for name, shard_of in assignment.items():
+            loads[shard_of] += durations[name]
+        assert max(loads) <= 1.10 * ideal, (total, loads, ideal)
+
+
+def test_swaps_fix_what_longest_first_cannot() -> None:
+    durations = {"a": 3.0, "b": 3.0, "c": 2.0, "d": 2.0, "e": 2.0}
+    assignment = by_duration(durations, 2)
+    loads = [0.0, 0.0]
+    for name, shard_of in assignment.items():
+        loads[shard_of] += durations[name]
+    assert sorted(loads) == [6.0, 6.0]
+
+
+def test_auto_uses_durations_only_when_known() -> None:
+    assert assign(FILES, 3, "auto", {})[1] == "round-robin"
+    assert assign(FILES, 3, "auto", {FILES[0]: 1.0})[1] == "duration"
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "1/0", "2", "a/b", "1/2/3", ""])
+def test_invalid_shards_are_usage_errors(text: str) -> None:
+    with pytest.raises(
+        pytest.UsageError, match=re.escape(f"--isolation-shard: invalid shard {text!r}")
+    ):
+        parse(text, "--isolation-shard")
+
+
+def test_ci_variables() -> None:
+    assert from_environment({"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "4"}) == Shard(
+        2, 4, "CI_NODE_INDEX/CI_NODE_TOTAL"
+    )
+    assert from_environment({"CIRCLE_NODE_INDEX": "0", "CIRCLE_NODE_TOTAL": "3"}) == Shard(
+        1, 3, "CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL"
+    )
+    assert from_environment(
+        {"BUILDKITE_PARALLEL_JOB": "4", "BUILDKITE_PARALLEL_JOB_COUNT": "5"}
+    ) == Shard(5, 5, "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT")
+    assert from_environment({"CI": "true"}) is None
+    with pytest.raises(pytest.UsageError, match="CI_NODE_INDEX/CI_NODE_TOTAL: invalid shard '5/4'"):
+        from_environment({"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
+
+
+def _suite(pytester: pytest.Pytester, count: int = 7) -> None:
+    for index in range(count):
+        pytester.makepyfile(**{f"test_f{index}": "def test_a(): pass\ndef test_b(): pass\n"})
+
+
+def _ran_files(result: pytest.RunResult) -> set[str]:
+    return {line.split("::")[0] for line in result.outlines if "::" in line and "PASSED" in line}
+
+
+@pytest.mark.parametrize("mode", ["plain", "file"])
+def test_shards_of_a_run_cover_every_file_once(pytester: pytest.Pytester, mode: str) -> None:
+    _suite(pytester)
+    extra = ("--isolation-mode=file",) if mode == "file" else ()
+    seen: list[str] = []
+    for index in (1, 2, 3):
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "isolation",
+            "-p",
+            "no:cacheprovider",
+            "-v",
+            *extra,
+            f"--isolation-shard={index}/3",
+            timeout=TIMEOUT,
+        )
+        assert result.ret == 0
+        result.stdout.fnmatch_lines(
+            [f"isolation: shard {index}/3 (round-robin, from --isolation-shard): * of 7 test files"]
+        )
+        seen += sorted(_ran_files(result))
+    assert sorted(seen) == sorted(f"test_f{i}.py" for i in range(7))
+
+
+def test_ci_variables_choose_the_shard_and_the_header_says_so(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _suite(pytester)
+    monkeypatch.setenv("CIRCLE_NODE_INDEX", "1")
+    monkeypatch.setenv("CIRCLE_NODE_TOTAL", "2")
+    result = run_file_mode(pytester, "fork", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["isolation: shard 2/2 (round-robin, from CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL): 3 of 7*"]
+    )
+    # In file mode the other shards' files are never collected: each counts once.
+    result.assert_outcomes(passed=6, deselected=4)
+
+
+def test_durations_are_stored_and_then_balance_the_shards(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_slow="import time\ndef test_s(): time.sleep(0.6)\n",
+        test_mid="import time\ndef test_m(): time.sleep(0.3)\n",
+        test_fast1="def test_a(): pass\n",
+        test_fast2="def test_a(): pass\n",
+        test_fast3="def test_a(): pass\n",
+    )
+    stored = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-store-durations", timeout=TIMEOUT
+    )
+    stored.assert_outcomes(passed=5)
+    durations = json.loads((pytester.path / "isolation-durations.json").read_text())
+    assert set(durations) == {f"test_{n}.py" for n in ("slow", "mid", "fast1", "fast2", "fast3")}
+    assert durations["test_slow.py"] > durations["test_mid.py"] > durations["test_fast1.py"]
+    first = pytester.runpytest_subprocess(
+        "-p",
+        "isolation",
+        "-v",
+        "--isolation-shard=1/2",
+        "--isolation-durations=isolation-durations.json",
+        timeout=TIMEOUT,
+    )
+    first.stdout.fnmatch_lines(["isolation: shard 1/2 (duration, *): 1 of 5 test files"])
+    assert _ran_files(first) == {"test_slow.py"}
+
+
+def test_bad_strategy_and_missing_durations_file(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-shard=1/2", "--isolation-shard-strategy=random"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --isolation-shard-strategy: invalid value 'random'*"])
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-shard=1/2", "--isolation-durations=nope.json"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --isolation-durations: no such file: 'nope.json'"])
