@@ -7,6 +7,7 @@ import dataclasses
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from pytest_isolation.launch import Child
 from pytest_isolation.launch import ForkServer
 from pytest_isolation.launch import Warm
 from pytest_isolation.launch import describe_exit
+from pytest_isolation.launch import end_tree
 from pytest_isolation.launch import fork_warm
 from pytest_isolation.launch import spawn_child
 from pytest_isolation.nodeargs import NodeArgs
@@ -259,11 +261,20 @@ class FileModeController:
         Returns None when it finished, else how it died and its stderr tail.
         Any error or Ctrl-C in the parent ends the child first.
         """
+        timeout = self.settings.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            for kind, payload in wire.receive(child.stream):
+            for kind, payload in wire.receive(child.stream, deadline):
                 relay.handle(kind, payload)
                 if relay.finished:
                     break
+        except wire.TimedOut:
+            end_tree(child, self.settings.kill_grace)
+            how = f"timed out after {timeout:g} s"
+            death = how, child.stderr_tail()
+            child.wait()
+            child.close()
+            return death
         except BaseException:
             _end(child)
             raise

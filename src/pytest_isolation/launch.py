@@ -7,6 +7,7 @@ reaches only the parent, which then ends its children.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import faulthandler
 import gc
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from typing import IO
@@ -34,7 +36,9 @@ STDERR_TAIL_LINES = 100
 # Run by a spawned interpreter: put back the parent's sys.path[0] (``python -m
 # pytest`` and the ``pytest`` script differ there), then run pytest as usual.
 _SPAWN_CODE = (
-    "import json, os, sys\n"
+    "import faulthandler, json, os, signal, sys\n"
+    # A timed-out child dumps every thread's traceback to its stderr file on SIGUSR1.
+    "faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)\n"
     f"sys.path[0] = json.loads(os.environ[{CHILD_ENV!r}])['path0']\n"
     "import pytest\n"
     "raise SystemExit(pytest.main())\n"
@@ -181,6 +185,8 @@ def _child_main(close: tuple[int, ...], stderr: IO[bytes], body: Callable[[], No
             # A fatal error's traceback goes to the stderr tail, on an fd of
             # its own: pytest's capture points fd 2 elsewhere during tests.
             faulthandler.enable(os.dup(2))
+        # A timed-out child dumps every thread's traceback there on SIGUSR1.
+        faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)
         body()
         code = 0
     except BaseException:
@@ -311,3 +317,80 @@ def spawn_child(spec: ChildSpec, args: list[str], cwd: str) -> Child:
     finally:
         os.close(write_fd)
     return Child(process.pid, os.fdopen(read_fd, "rb"), stderr, process)
+
+
+#: Signal a timed-out child gets first: it dumps every thread's traceback.
+DUMP_SIGNAL = signal.SIGUSR1
+
+
+def _tree(root: int) -> set[int]:
+    """``root``'s descendants, also those that left its session (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                ppid = int(stat.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+
+
+def _signal_all(pids: set[int], number: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, number)
+
+
+def end_tree(child: Child, grace: float) -> None:
+    """End a timed-out child and every process it started.
+
+    The child first dumps its threads' tracebacks (SIGUSR1); then the whole
+    tree is frozen (SIGSTOP, so nothing forks while it is found), sent
+    SIGTERM and let go, and what still runs after ``grace`` seconds is
+    killed.  Descendants that started a session of their own are found by
+    their parent links, not by the process group.
+    """
+    _signal_all({child.pid}, DUMP_SIGNAL)
+    time.sleep(0.2)  # the dump is written from the signal handler at once
+    tree = {child.pid} | _tree(child.pid)
+    _signal_all(tree, signal.SIGSTOP)
+    for pid in list(tree):
+        tree |= _tree(pid)
+    _signal_all(tree, signal.SIGSTOP)
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGTERM)
+    _signal_all(tree, signal.SIGTERM)
+    _signal_all(tree, signal.SIGCONT)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(pid) for pid in tree):
+        time.sleep(0.05)
+    for pid in list(tree):
+        tree |= _tree(pid)
+    child.kill()
+    _signal_all({pid for pid in tree if _alive(pid)}, signal.SIGKILL)

@@ -51,6 +51,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "isolation_leaks_deep", "Default of --isolation-leaks-deep.", type="bool", default=False
     )
     group.addoption(
+        "--isolation-timeout",
+        dest="isolation_timeout",
+        default=None,
+        metavar="SECONDS",
+        help="File mode: a file's child may run this long; then its threads' tracebacks are "
+        "dumped, its whole process tree ended and the running test failed (ini "
+        "isolation_timeout; default: no limit).",
+    )
+    parser.addini("isolation_timeout", "Default of --isolation-timeout.", default="")
+    group.addoption(
+        "--isolation-kill-grace",
+        dest="isolation_kill_grace",
+        default=None,
+        metavar="SECONDS",
+        help="After --isolation-timeout, how long the processes get between SIGTERM and "
+        "SIGKILL (ini isolation_kill_grace; default 10).",
+    )
+    parser.addini("isolation_kill_grace", "Default of --isolation-kill-grace.", default="")
+    group.addoption(
         "--isolation-shard",
         dest="isolation_shard",
         default=None,
@@ -96,6 +115,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
     settings = Settings.from_config(config)
+    if config.getoption("isolation_timeout") is not None and settings.mode != "file":
+        raise pytest.UsageError(
+            "--isolation-timeout bounds each file's child process: it needs --isolation-mode=file"
+        )
     config.addinivalue_line("markers", MARKER_HELP)
     if settings.leaks != "off":
         from pytest_isolation.guard.watch import LeakGuard

@@ -27,11 +27,19 @@ class Settings:
     start: str = "auto"
     leaks: str = "warn"
     deep: bool = False
+    #: File mode: seconds a file's child may run (None: no limit), and how long
+    #: its processes get between SIGTERM and SIGKILL.
+    timeout: float | None = None
+    kill_grace: float = 10.0
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         deep = config.getoption("isolation_leaks_deep") or config.getini("isolation_leaks_deep")
+        timeout = _seconds(config, "isolation_timeout")
+        grace = _seconds(config, "isolation_kill_grace")
         return cls(
+            timeout=timeout,
+            kill_grace=10.0 if grace is None else grace,
             **{
                 dest.removeprefix("isolation_"): _choice(config, dest, choices)
                 for dest, choices in CHOICES.items()
@@ -51,6 +59,26 @@ def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
         allowed = ", ".join(repr(c) for c in choices)
         raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
     return str(value)
+
+
+def _seconds(config: pytest.Config, dest: str) -> float | None:
+    """A positive number of seconds from the option or the ini key; None if unset."""
+    value = config.getoption(dest)
+    source = "--" + dest.replace("_", "-")
+    if value is None:
+        value = str(config.getini(dest)).strip()
+        source = f"{dest} (ini)"
+        if not value:
+            return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise pytest.UsageError(
+            f"{source}: invalid value {value!r}; expected a positive number of seconds"
+        )
+    return seconds
 
 
 def resolve_start(start: str) -> tuple[str, str]:

@@ -13,7 +13,9 @@ import dataclasses
 import json
 import os
 import pickle
+import select
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 from typing import BinaryIO
@@ -95,19 +97,37 @@ class Sender:
             view = view[os.write(self.fd, view) :]
 
 
-def receive(stream: BinaryIO) -> Iterator[Message]:
+class TimedOut(Exception):
+    """The deadline passed before the child's next message (or its end)."""
+
+
+def receive(stream: BinaryIO, deadline: float | None = None) -> Iterator[Message]:
     """Yield messages until the child closes its end (exit or crash).
 
     A message cut short by a dying child is dropped: the caller learns of the
-    death from the process status, not from a half message.
+    death from the process status, not from a half message.  With a
+    ``deadline`` (``time.monotonic()``), raises :class:`TimedOut` when it
+    passes while waiting.
     """
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # an in-memory stream (tests): read it directly
+        fd = -1
+    buffer = bytearray()
     while True:
-        header = stream.read(_HEADER.size)
-        if len(header) < _HEADER.size:
+        while len(buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(buffer)
+            if len(buffer) < _HEADER.size + size:
+                break
+            body = bytes(buffer[_HEADER.size : _HEADER.size + size])
+            del buffer[: _HEADER.size + size]
+            kind, payload = pickle.loads(body)
+            yield kind, payload
+        if deadline is not None and fd >= 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimedOut
+        chunk = os.read(fd, 1 << 16) if fd >= 0 else stream.read(1 << 16)
+        if not chunk:
             return
-        (size,) = _HEADER.unpack(header)
-        body = stream.read(size)
-        if len(body) < size:
-            return
-        kind, payload = pickle.loads(body)
-        yield kind, payload
+        buffer += chunk
