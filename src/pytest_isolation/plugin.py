@@ -26,6 +26,16 @@ _HELP = {
 }
 
 
+#: Options taking seconds, by dest (= ini key); an empty ini value means the default.
+_SECONDS = {
+    "isolation_timeout": "File mode: a file's child may run this long; then its threads' "
+    "tracebacks are dumped, its whole process tree ended and the running test failed (ini "
+    "isolation_timeout; default: no limit).",
+    "isolation_kill_grace": "After --isolation-timeout, how long the processes get between "
+    "SIGTERM and SIGKILL (ini isolation_kill_grace; default 10).",
+}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
     for dest, choices in CHOICES.items():
@@ -50,25 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "isolation_leaks_deep", "Default of --isolation-leaks-deep.", type="bool", default=False
     )
-    group.addoption(
-        "--isolation-timeout",
-        dest="isolation_timeout",
-        default=None,
-        metavar="SECONDS",
-        help="File mode: a file's child may run this long; then its threads' tracebacks are "
-        "dumped, its whole process tree ended and the running test failed (ini "
-        "isolation_timeout; default: no limit).",
-    )
-    parser.addini("isolation_timeout", "Default of --isolation-timeout.", default="")
-    group.addoption(
-        "--isolation-kill-grace",
-        dest="isolation_kill_grace",
-        default=None,
-        metavar="SECONDS",
-        help="After --isolation-timeout, how long the processes get between SIGTERM and "
-        "SIGKILL (ini isolation_kill_grace; default 10).",
-    )
-    parser.addini("isolation_kill_grace", "Default of --isolation-kill-grace.", default="")
+    for dest, text in _SECONDS.items():
+        flag = "--" + dest.replace("_", "-")
+        group.addoption(flag, dest=dest, default=None, metavar="SECONDS", help=text)
+        parser.addini(dest, f"Default of {flag}.", default="")
     group.addoption(
         "--isolation-shard",
         dest="isolation_shard",

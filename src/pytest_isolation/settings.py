@@ -48,33 +48,33 @@ class Settings:
         )
 
 
-def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
-    """The command-line value if given, else the ini value, checked against ``choices``."""
+def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:
+    """The command-line value if given, else the ini value, and where it came from."""
     value = config.getoption(dest)
-    source = "--" + dest.replace("_", "-")
-    if value is None:
-        value = str(config.getini(dest)).strip()
-        source = f"{dest} (ini)"
+    if value is not None:
+        return str(value), "--" + dest.replace("_", "-")
+    return str(config.getini(dest)).strip(), f"{dest} (ini)"
+
+
+def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
+    """The value of ``dest``, checked against ``choices``."""
+    value, source = _raw(config, dest)
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
         raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
-    return str(value)
+    return value
 
 
 def _seconds(config: pytest.Config, dest: str) -> float | None:
     """A positive number of seconds from the option or the ini key; None if unset."""
-    value = config.getoption(dest)
-    source = "--" + dest.replace("_", "-")
-    if value is None:
-        value = str(config.getini(dest)).strip()
-        source = f"{dest} (ini)"
-        if not value:
-            return None
+    value, source = _raw(config, dest)
+    if not value:
+        return None
     try:
         seconds = float(value)
     except ValueError:
         seconds = 0.0
-    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+    if not 0 < seconds < float("inf"):  # also refuses nan
         raise pytest.UsageError(
             f"{source}: invalid value {value!r}; expected a positive number of seconds"
         )
