@@ -13,6 +13,7 @@ from collections.abc import Generator
 from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -34,6 +35,7 @@ from pytest_isolation.placeholder import ChildTest
 from pytest_isolation.placeholder import IsolatedFile
 from pytest_isolation.placeholder import IsolatedFileItem
 from pytest_isolation.relay import FileRelay
+from pytest_isolation.runlog import RUNLOG_KEY
 from pytest_isolation.settings import Settings
 from pytest_isolation.settings import resolve_start
 
@@ -195,25 +197,35 @@ class FileModeController:
         return True
 
     def run_file(self, file: IsolatedFile, index: int, more: bool) -> None:
-        """Run one file in a child, and the rest of it in new ones after crashes."""
-        relay = FileRelay(file, self._not_found)
+        """Run one file in a child: the rest of it in new ones after crashes,
+        and again while something failed and retries are left."""
+        started = time.monotonic()
+        retries, scope = self.settings.retries, self.settings.retry_scope
+        relay = FileRelay(file, self._not_found, retries=retries, scope=scope)
         spec = wire.ChildSpec(path=str(file.path), selectors=self._selectors(file.path))
         child = self.started.pop(index, None)
         while True:
             if child is None:
                 attempt = dataclasses.replace(
-                    spec, skip=frozenset(relay.done), maxfail=self._failures_left()
+                    spec, skip=relay.skip(), maxfail=self._failures_left()
                 )
                 child = self._start(attempt, file, index, more)
             death = self._relay(child, relay)
-            if death is None:
-                if more:
-                    self._start_next(index + 1)
-                return
-            if not relay.crashed(*death):
-                return
-            relay.next_attempt()
+            if death is not None and relay.crashed(death.how, death.tail):
+                relay.next_child()  # the rest of this attempt, in a new child
+            elif self._stopping() or not relay.retry():
+                break
             child = None
+        relay.conclude()
+        runlog = self.config.stash.get(RUNLOG_KEY, None)
+        if runlog is not None:
+            runlog.file_ran(relay.record, time.monotonic() - started)
+        if death is None and more:
+            self._start_next(index + 1)
+
+    def _stopping(self) -> bool:
+        session = self.config.stash[_SESSION]
+        return bool(session.shouldfail or session.shouldstop)
 
     def _start_next(self, index: int) -> None:
         """Start the next file's child now, before pytest's loop comes to it.
@@ -221,9 +233,9 @@ class FileModeController:
         Its messages wait in the pipe until the loop reaches the file; this
         takes the loop's own work between two files off the critical path.
         """
-        session = self.config.stash[_SESSION]
-        if session.shouldfail or session.shouldstop:
+        if self._stopping():
             return
+        session = self.config.stash[_SESSION]
         items = session.items
         file = items[index].parent
         assert isinstance(file, IsolatedFile)
@@ -255,7 +267,7 @@ class FileModeController:
         dropped = [ChildTest.for_nodeid(file, nodeid, True) for nodeid in relay.deselected]
         return tests + dropped
 
-    def _relay(self, child: Child, relay: FileRelay) -> tuple[str, str] | None:
+    def _relay(self, child: Child, relay: FileRelay) -> Death | None:
         """Replay the child's messages until it finishes or dies.
 
         Returns None when it finished, else how it died and its stderr tail.
@@ -270,25 +282,28 @@ class FileModeController:
                     break
         except wire.TimedOut:
             end_tree(child, self.settings.kill_grace)
-            how = f"timed out after {timeout:g} s"
-            death = how, child.stderr_tail()
-            child.wait()
+            tail = child.stderr_tail()
+            relay.process_ended(child.wait(), timed_out=True)
             child.close()
-            return death
+            return Death(f"timed out after {timeout:g} s", tail)
         except BaseException:
             _end(child)
             raise
         if relay.interrupted:
             _end(child)
+            relay.conclude()
             if relay.exit_reason is not None:
                 pytest.exit(relay.exit_reason, relay.exit_code)
             raise KeyboardInterrupt
         if relay.finished:
             _pass_through(child.stderr_text())
             child.close()
+            relay.process_ended(0)
             self.exited.append(child)  # reaped later, while the next file runs
             return None
-        death = describe_exit(child.wait()), child.stderr_tail()
+        returncode = child.wait()
+        relay.process_ended(returncode)
+        death = Death(describe_exit(returncode), child.stderr_tail())
         child.close()
         return death
 
@@ -387,6 +402,13 @@ class FileModeController:
 
 
 _SESSION = pytest.StashKey[pytest.Session]()
+
+
+class Death(NamedTuple):
+    """How a child died (``was killed by signal 9 (SIGKILL)``), and its stderr's end."""
+
+    how: str
+    tail: str
 
 
 def _end(child: Child) -> None:

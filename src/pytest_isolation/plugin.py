@@ -23,6 +23,8 @@ _HELP = {
     "fixture or test module import leaves changed (mock patches, sys.modules, module "
     "attributes, os.environ, cwd, sys.path, logging, signals, ...); warn also warns, error "
     "fails the test; off does nothing.",
+    "isolation_retry_scope": "With --isolation-retries: rerun only a file's failed tests "
+    "(failed) or the whole file (file).",
 }
 
 
@@ -33,6 +35,13 @@ _SECONDS = {
     "isolation_timeout; default: no limit).",
     "isolation_kill_grace": "After --isolation-timeout, how long the processes get between "
     "SIGTERM and SIGKILL (ini isolation_kill_grace; default 10).",
+}
+
+
+#: Options that act on file mode's child processes, by dest, with what they do.
+_FILE_MODE_ONLY = {
+    "isolation_timeout": "bounds each file's child process",
+    "isolation_retries": "reruns a failed file in a fresh process",
 }
 
 
@@ -97,6 +106,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write this run's file durations to --isolation-durations (default "
         "isolation-durations.json in the rootdir), to commit.",
     )
+    group.addoption(
+        "--isolation-retries",
+        dest="isolation_retries",
+        default=None,
+        metavar="N",
+        help="File mode: run a file whose child failed (failures, errors, crash, timeout) "
+        "again in a fresh process, up to N more times; a test that passes on a retry is "
+        "reported passed and listed as flaky (ini isolation_retries; default 0).",
+    )
+    parser.addini("isolation_retries", "Default of --isolation-retries.", default="")
+    group.addoption(
+        "--isolation-quarantine",
+        dest="isolation_quarantine",
+        default=None,
+        metavar="PATH",
+        help="A file of known failures (node ids, paths or globs, '# reason'); they are "
+        "reported as quarantined and do not fail the run (ini isolation_quarantine, relative "
+        "to the ini file).",
+    )
+    parser.addini("isolation_quarantine", "Default of --isolation-quarantine.", default="")
+    group.addoption(
+        "--isolation-report",
+        dest="isolation_report",
+        default=None,
+        metavar="PATH",
+        help="Write a JSON run report: each file's outcome, duration, attempts, exit code or "
+        "signal, test and leak counts; flaky and quarantined tests; shard; versions.",
+    )
     parser.addini(
         "isolation_allow_leaks",
         "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "
@@ -110,21 +147,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
     settings = Settings.from_config(config)
-    if config.getoption("isolation_timeout") is not None and settings.mode != "file":
-        raise pytest.UsageError(
-            "--isolation-timeout bounds each file's child process: it needs --isolation-mode=file"
-        )
+    for flag, what in _FILE_MODE_ONLY.items():
+        if config.getoption(flag) is not None and settings.mode != "file":
+            option = "--" + flag.replace("_", "-")
+            raise pytest.UsageError(f"{option} {what}: it needs --isolation-mode=file")
     config.addinivalue_line("markers", MARKER_HELP)
     if settings.leaks != "off":
         from pytest_isolation.guard.watch import LeakGuard
 
         guard = LeakGuard(config, settings.leaks, settings.deep)
         config.pluginmanager.register(guard, GUARD_NAME)
+    _register_quarantine(config)  # in children too: they make the reports
     if child is None and not _lists_fixtures(config):
+        from pytest_isolation.runlog import PLUGIN_NAME as RUNLOG_NAME
+        from pytest_isolation.runlog import RUNLOG_KEY
+        from pytest_isolation.runlog import RunLog
         from pytest_isolation.sharding import PLUGIN_NAME
         from pytest_isolation.sharding import Sharding
 
         config.pluginmanager.register(Sharding(config), PLUGIN_NAME)
+        runlog = RunLog(config, settings.mode)
+        config.stash[RUNLOG_KEY] = runlog
+        config.pluginmanager.register(runlog, RUNLOG_NAME)
     if child is not None:
         from pytest_isolation.child import install_spawned
         from pytest_isolation.wire import ChildSpec
@@ -141,6 +185,15 @@ def pytest_configure(config: pytest.Config) -> None:
         controller = FileModeController(config, settings)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, CONTROLLER_NAME)
+
+
+def _register_quarantine(config: pytest.Config) -> None:
+    from pytest_isolation import quarantine
+
+    found = quarantine.from_config(config)
+    if found is not None:
+        plugin = quarantine.Quarantine(config, *found)
+        config.pluginmanager.register(plugin, quarantine.PLUGIN_NAME)
 
 
 def _lists_fixtures(config: pytest.Config) -> bool:

@@ -12,12 +12,14 @@ import pytest
 MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
 START_METHODS = ("auto", "fork", "spawn")
+RETRY_SCOPES = ("failed", "file")
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
 CHOICES = {
     "isolation_mode": MODES,
     "isolation_start": START_METHODS,
     "isolation_leaks": LEAK_POLICIES,
+    "isolation_retry_scope": RETRY_SCOPES,
 }
 
 
@@ -31,6 +33,9 @@ class Settings:
     #: its processes get between SIGTERM and SIGKILL.
     timeout: float | None = None
     kill_grace: float = 10.0
+    #: File mode: more attempts at a file whose child failed, and what they rerun.
+    retries: int = 0
+    retry_scope: str = "failed"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -40,6 +45,7 @@ class Settings:
         return cls(
             timeout=timeout,
             kill_grace=10.0 if grace is None else grace,
+            retries=_count(config, "isolation_retries"),
             **{
                 dest.removeprefix("isolation_"): _choice(config, dest, choices)
                 for dest, choices in CHOICES.items()
@@ -79,6 +85,18 @@ def _seconds(config: pytest.Config, dest: str) -> float | None:
             f"{source}: invalid value {value!r}; expected a positive number of seconds"
         )
     return seconds
+
+
+def _count(config: pytest.Config, dest: str) -> int:
+    """A whole number >= 0 from the option or the ini key; 0 if unset."""
+    value, source = _raw(config, dest)
+    if not value:
+        return 0
+    if not (value.isascii() and value.isdigit()):
+        raise pytest.UsageError(
+            f"{source}: invalid value {value!r}; expected a whole number of 0 or more"
+        )
+    return int(value)
 
 
 def resolve_start(start: str) -> tuple[str, str]:

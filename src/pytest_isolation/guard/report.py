@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -45,9 +46,16 @@ class LeakLog:
     def __init__(self, policy: str) -> None:
         self.policy = policy
         self.by_owner: dict[str, list[Leak]] = defaultdict(list)
+        #: Told of every leak as it is recorded (the run report counts them per file).
+        self.listeners: list[Callable[[Leak], None]] = []
 
     def add(self, leak: Leak) -> None:
-        self.by_owner[leak.owner].append(leak)
+        known = self.by_owner[leak.owner]
+        if leak in known:  # the same leak again, from a retry of its file
+            return
+        known.append(leak)
+        for listener in self.listeners:
+            listener(leak)
 
     def headline(self) -> str:
         kinds: dict[str, int] = defaultdict(int)

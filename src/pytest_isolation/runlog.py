@@ -1,0 +1,280 @@
+"""What each test file did in this run: the terminal lines for notable files,
+the flaky tests, and the JSON run report (``--isolation-report``).
+
+Registered in the parent only.  It learns of tests from the ordinary report
+hooks (so it works with and without file mode) and of processes and attempts
+from the file-mode controller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_isolation.attempts import FileAttempts
+from pytest_isolation.guard.report import Leak
+from pytest_isolation.wire import GUARD_NAME
+
+PLUGIN_NAME = "isolation-runlog"
+RUNLOG_KEY = pytest.StashKey["RunLog"]()
+
+#: The run report's format: bump on any change that could break a reader.
+SCHEMA = "pytest-isolation-run-report"
+SCHEMA_VERSION = 1
+#: Test counts every file and the totals carry, even when zero.
+TEST_COUNTS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "quarantined")
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+@dataclasses.dataclass
+class FileResult:
+    path: str
+    tests: Counter[str] = dataclasses.field(default_factory=Counter)
+    #: Sum of the tests' phase durations; replaced by the wall time in file mode.
+    duration: float = 0.0
+    collection_failed: bool = False
+    leaks: int = 0
+    attempts: FileAttempts | None = None
+
+    def outcome(self) -> str:
+        record = self.attempts
+        last = [] if record is None else record.last_processes()
+        if any(p.timed_out for p in last):
+            return "timed-out"
+        if any(not p.finished for p in last):
+            return "crashed"
+        if self.collection_failed:
+            return "error"
+        if self.tests["failed"] or self.tests["error"]:
+            return "failed"
+        if record is not None and record.flaky:
+            return "flaky"
+        if self.tests["passed"] or self.tests["xfailed"] or self.tests["xpassed"]:
+            return "passed"
+        if self.tests["skipped"] or self.tests["quarantined"]:
+            return "skipped"
+        return "no-tests"
+
+    def to_json(self) -> dict[str, Any]:
+        record = self.attempts
+        processes = [] if record is None else record.processes
+        last = processes[-1] if processes else None
+        return {
+            "path": self.path,
+            "outcome": self.outcome(),
+            "duration": round(self.duration, 4),
+            "attempts": 1 if record is None else record.attempts,
+            "exit_code": None if last is None or last.returncode < 0 else last.returncode,
+            "signal": None if last is None else last.signal_name,
+            "timed_out": any(p.timed_out for p in processes),
+            "processes": [
+                {
+                    "attempt": p.attempt,
+                    "exit_code": None if p.returncode < 0 else p.returncode,
+                    "signal": p.signal_name,
+                    "timed_out": p.timed_out,
+                    "running": p.running,
+                }
+                for p in processes
+            ],
+            "tests": _counts(self.tests),
+            "leaks": self.leaks,
+        }
+
+
+def _counts(counter: Counter[str]) -> dict[str, int]:
+    return {**dict.fromkeys(TEST_COUNTS, 0), **{k: v for k, v in counter.items() if k}}
+
+
+class RunLog:
+    def __init__(self, config: pytest.Config, mode: str) -> None:
+        self.config = config
+        self.mode = mode
+        self.files: dict[str, FileResult] = {}
+        self.started = time.time()
+        self.current: str | None = None
+        self.unowned_leaks = 0
+        path = config.getoption("isolation_report")
+        self.path = Path(path) if path else None
+        guard = config.pluginmanager.get_plugin(GUARD_NAME)
+        if guard is not None:
+            guard.log.listeners.append(self._leak)
+
+    def _file(self, path: str) -> FileResult:
+        found = self.files.get(path)
+        if found is None:
+            found = self.files[path] = FileResult(path)
+        return found
+
+    # -- what happened ----------------------------------------------------------
+
+    def file_ran(self, record: FileAttempts, seconds: float) -> None:
+        """File mode: a file's attempts are over."""
+        result = self._file(file_of(record.path))
+        result.attempts = record
+        result.duration = seconds
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and report.nodeid:
+            self._file(file_of(report.nodeid)).collection_failed = True
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.current = file_of(nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        result = self._file(file_of(report.nodeid))
+        if result.attempts is None:
+            result.duration += report.duration
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        category = status[0] if status else ""
+        if category:
+            result.tests[category] += 1
+
+    def _leak(self, leak: Leak) -> None:
+        path: str | None
+        if leak.kind == "test":
+            path = file_of(leak.owner)
+        elif leak.kind == "file":
+            path = leak.owner.split(" (", 1)[0]
+        else:  # a fixture: the file whose test finalized it, unless session-scoped
+            path = None if "scope=session" in leak.owner else self.current
+        if path is None:
+            self.unowned_leaks += 1
+        else:
+            self._file(path).leaks += 1
+
+    # -- the terminal summary ---------------------------------------------------
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        flaky = self.flaky()
+        if flaky:
+            terminalreporter.write_sep("=", f"isolation: {len(flaky)} flaky (passed on retry)")
+            for nodeid, text in flaky:
+                terminalreporter.write_line(f"{nodeid}: {text}")
+        notable = [
+            result.attempts
+            for result in self.files.values()
+            if result.attempts is not None and result.attempts.notable
+        ]
+        if notable:
+            count = len(notable)
+            terminalreporter.write_sep(
+                "=",
+                f"isolation: {count} file{'s' if count != 1 else ''} crashed, timed out or retried",
+            )
+            for record in notable:
+                terminalreporter.write_line(f"{record.path}: {record.describe()}")
+        if self.path is not None and terminalreporter.verbosity >= 0:
+            terminalreporter.write_line(f"isolation: run report written to {self.path}")
+
+    def flaky(self) -> list[tuple[str, str]]:
+        return [
+            (test.nodeid, test.describe())
+            for result in self.files.values()
+            if result.attempts is not None
+            for test in result.attempts.flaky
+        ]
+
+    # -- the JSON run report ----------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)  # the exit status is final; the terminal summary follows
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.path is None:
+            return
+        document = self.document(int(exitstatus))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        os.replace(temporary, self.path)
+
+    def document(self, exit_code: int) -> dict[str, Any]:
+        files = [self.files[path].to_json() for path in sorted(self.files)]
+        tests: Counter[str] = Counter()
+        for result in self.files.values():
+            tests.update(result.tests)
+        outcomes = Counter(entry["outcome"] for entry in files)
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "created": datetime.datetime.fromtimestamp(
+                self.started, datetime.timezone.utc
+            ).isoformat(timespec="seconds"),
+            "duration": round(time.time() - self.started, 3),
+            "exit_code": exit_code,
+            "mode": self.mode,
+            "start_method": self._start_method(),
+            "shard": self._shard(),
+            "versions": {
+                "pytest_isolation": _version("pytest-isolation"),
+                "pytest": pytest.__version__,
+                "python": platform.python_version(),
+                "platform": sys.platform,
+            },
+            "totals": {
+                "files": len(files),
+                "outcomes": dict(sorted(outcomes.items())),
+                "tests": _counts(tests),
+                "flaky": sum(1 for _ in self.flaky()),
+                "leaks": sum(r.leaks for r in self.files.values()) + self.unowned_leaks,
+            },
+            "files": files,
+            "flaky": [
+                {
+                    "nodeid": test.nodeid,
+                    "attempts": [{"attempt": n, "outcome": o} for n, o in test.outcomes],
+                }
+                for result in self.files.values()
+                if result.attempts is not None
+                for test in result.attempts.flaky
+            ],
+            **self._quarantine(),
+        }
+
+    def _start_method(self) -> str | None:
+        from pytest_isolation.controller import CONTROLLER_NAME
+
+        controller = self.config.pluginmanager.get_plugin(CONTROLLER_NAME)
+        return None if controller is None else str(controller.method)
+
+    def _shard(self) -> dict[str, Any] | None:
+        from pytest_isolation.sharding import PLUGIN_NAME as SHARD_PLUGIN
+
+        sharding = self.config.pluginmanager.get_plugin(SHARD_PLUGIN)
+        if sharding is None or sharding.shard is None:
+            return None
+        return {
+            "index": sharding.shard.index,
+            "total": sharding.shard.total,
+            "strategy": sharding.used_strategy,
+            "source": sharding.shard.source,
+        }
+
+    def _quarantine(self) -> dict[str, Any]:
+        from pytest_isolation.quarantine import PLUGIN_NAME as QUARANTINE_PLUGIN
+
+        quarantine = self.config.pluginmanager.get_plugin(QUARANTINE_PLUGIN)
+        if quarantine is None:
+            return {"quarantined": [], "quarantine_passing": [], "quarantine_stale": []}
+        document: dict[str, Any] = quarantine.to_json()
+        return document
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
