@@ -29,3 +29,12 @@ def test_failed_comparison_is_explained_in_a_child(pytester: pytest.Pytester) ->
         "-p", "isolation", "--isolation-mode=file", "--isolation-start=fork", timeout=120
     )
     result.stdout.fnmatch_lines(["*At index 1 diff: 2 != 3*"])
+
+
+def test_parent_plugin_names_match_the_plugins() -> None:
+    """A forked child unregisters the parent's plugins by these names."""
+    from pytest_isolation import child
+    from pytest_isolation import runlog
+    from pytest_isolation import sharding
+
+    assert child.PARENT_PLUGIN_NAMES == (sharding.PLUGIN_NAME, runlog.PLUGIN_NAME)

@@ -214,3 +214,30 @@ def test_a_missing_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(
         ["*--isolation-quarantine: cannot read the quarantine file '*nope.txt': *"]
     )
+
+
+def test_a_quarantined_test_that_crashes_is_quarantined_not_retried(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(
+        test_native="""
+        import os, signal
+
+        def test_segv():
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+        def test_after():
+            pass
+        """
+    )
+    pytester.path.joinpath("q.txt").write_text("test_native.py::test_segv  # crashes in libfoo\n")
+    result = run_file_mode(pytester, start, "--isolation-quarantine=q.txt", "--isolation-retries=2")
+    assert result.ret == 0
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_native.py: attempt 1: crashed (SIGSEGV) in test_segv",
+            "QUARANTINED test_native.py::test_segv - crashes in libfoo (q.txt:1)",
+            "    isolation: the process running test_native.py was killed by signal 11 (SIGSEGV)*",
+        ]
+    )

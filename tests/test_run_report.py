@@ -284,3 +284,15 @@ def test_merge_refuses_a_file_in_two_reports(pytester: pytest.Pytester, tmp_path
     )
     assert done.returncode == 2
     assert "test_fine.py is in another report too" in done.stderr
+
+
+def test_with_xdist_the_controller_writes_the_whole_report(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(**{f"test_{n}": "def test_it(): pass\n" for n in range(6)})
+    result = run_guard(pytester, "-p", "xdist", "-n", "2", "--isolation-report=run.json")
+    result.assert_outcomes(passed=6)
+    document = json.loads((pytester.path / "run.json").read_text())
+    _validate(document)
+    assert len(document["files"]) == 6
+    assert document["totals"]["tests"]["passed"] == 6
+    assert not list(pytester.path.glob("run.json.tmp"))

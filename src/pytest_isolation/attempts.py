@@ -14,6 +14,7 @@ import pytest
 
 PASSED = "passed"
 FAILED = "failed"
+QUARANTINED = "quarantined"
 
 
 @dataclasses.dataclass
@@ -84,6 +85,10 @@ class Held:
     @property
     def failed(self) -> bool:
         return any(report.failed for report in self.reports)
+
+    @property
+    def quarantined(self) -> bool:
+        return any(hasattr(report, "isolation_quarantined") for report in self.reports)
 
     def replay(self) -> None:
         for call in self.calls:

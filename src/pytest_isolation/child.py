@@ -43,8 +43,9 @@ from pytest_isolation.wire import receive
 CHILD_PLUGIN_NAME = "isolation-child"
 #: Name under which the parent registers its controller (unregistered in a child).
 CONTROLLER_NAME = "isolation-controller"
-#: Name of the sharding plugin (see :mod:`pytest_isolation.sharding`; unregistered in a child).
-SHARD_PLUGIN_NAME = "isolation-shard"
+#: The parent's plugins for sharding and the run's file records
+#: (:mod:`pytest_isolation.sharding`, :mod:`pytest_isolation.runlog`), unregistered in a child.
+PARENT_PLUGIN_NAMES = ("isolation-shard", "isolation-runlog")
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2
 
@@ -256,7 +257,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
 def prepare_forked(session: pytest.Session) -> ChildPlugin:
     """Make a forked copy of the parent a child; done once per fork server."""
     config = session.config
-    for name in (CONTROLLER_NAME, SHARD_PLUGIN_NAME):  # the parent's business
+    for name in (CONTROLLER_NAME, *PARENT_PLUGIN_NAMES):  # the parent's business
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)

@@ -171,15 +171,24 @@ class Quarantine:
         self, item: pytest.Item
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if report.failed:
-            entry = self.match(report.nodeid)
-            if entry is not None:
-                reason = entry.reason or "no reason given"
-                report.outcome = "skipped"
-                report.wasxfail = f"quarantined: {reason}"
-                report.isolation_quarantined = reason  # type: ignore[attr-defined]
-                report.user_properties.append(("isolation_quarantined", reason))
+        self.apply(report)
         return report
+
+    def apply(self, report: pytest.TestReport) -> None:
+        """Make a quarantined test's failing report a quarantined one.
+
+        Also called by file mode's parent for the report it makes when a
+        child dies in a test.
+        """
+        if not report.failed:
+            return
+        entry = self.match(report.nodeid)
+        if entry is not None:
+            reason = entry.reason or "no reason given"
+            report.outcome = "skipped"
+            report.wasxfail = f"quarantined: {reason}"
+            report.isolation_quarantined = reason  # type: ignore[attr-defined]
+            report.user_properties.append(("isolation_quarantined", reason))
 
     @pytest.hookimpl(tryfirst=True)  # before the skipping plugin calls it xfailed
     def pytest_report_teststatus(self, report: pytest.TestReport) -> Any:
@@ -274,5 +283,5 @@ def _first_line(report: pytest.TestReport) -> str:
     message = getattr(crash, "message", None)
     if message:
         return str(message).splitlines()[0]
-    text = str(report.longrepr or "").strip().splitlines()
-    return text[-1] if text else ""
+    text = str(report.longrepr or "").strip().splitlines()  # file mode's crash message
+    return text[0] if text else ""

@@ -17,11 +17,13 @@ import pytest
 from pytest_isolation import wire
 from pytest_isolation.attempts import FAILED
 from pytest_isolation.attempts import PASSED
+from pytest_isolation.attempts import QUARANTINED
 from pytest_isolation.attempts import FileAttempts
 from pytest_isolation.attempts import Held
 from pytest_isolation.attempts import ProcessEnd
 from pytest_isolation.attempts import TestAttempts
 from pytest_isolation.placeholder import ChildTest
+from pytest_isolation.quarantine import PLUGIN_NAME as QUARANTINE_NAME
 
 Location = tuple[str, int | None, str]
 
@@ -282,12 +284,15 @@ class FileRelay:
 
     def _settle(self, nodeid: str, held: Held) -> None:
         """Replay a finished test, or hold it back for the next attempt."""
-        outcome = self.death or (FAILED if held.failed else PASSED)
+        if held.quarantined:
+            outcome = QUARANTINED
+        else:
+            outcome = self.death or (FAILED if held.failed else PASSED)
         test = self.record.tests.setdefault(nodeid, TestAttempts(nodeid))
         test.outcomes.append((self.record.attempts, outcome))
         if nodeid in self.reported:  # a whole-file retry ran it again; its result stands
             return
-        if outcome != PASSED and self._attempts_left():
+        if held.failed and self._attempts_left():
             self.held[nodeid] = held
             return
         self.held.pop(nodeid, None)
@@ -349,7 +354,7 @@ class FileRelay:
     def _failed_report(
         self, nodeid: str, location: Location, when: str, text: str
     ) -> pytest.TestReport:
-        return pytest.TestReport(
+        report = pytest.TestReport(
             nodeid=nodeid,
             location=location,
             keywords={},
@@ -357,6 +362,10 @@ class FileRelay:
             longrepr=text,
             when=when,  # type: ignore[arg-type]
         )
+        quarantine = self.config.pluginmanager.get_plugin(QUARANTINE_NAME)
+        if quarantine is not None:  # a quarantined test that crashed is quarantined too
+            quarantine.apply(report)
+        return report
 
     def _failed_collection(self, text: str) -> pytest.CollectReport:
         return pytest.CollectReport(self.file.nodeid, "failed", longrepr=text, result=[])

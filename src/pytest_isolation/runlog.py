@@ -109,7 +109,9 @@ class RunLog:
         self.current: str | None = None
         self.unowned_leaks = 0
         path = config.getoption("isolation_report")
-        self.path = Path(path) if path else None
+        # An xdist worker's results reach the controller, which writes the report.
+        worker = hasattr(config, "workerinput")
+        self.path = Path(path) if path and not worker else None
         guard = config.pluginmanager.get_plugin(GUARD_NAME)
         if guard is not None:
             guard.log.listeners.append(self._leak)
