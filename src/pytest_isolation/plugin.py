@@ -12,8 +12,9 @@ from pytest_isolation.settings import Settings
 from pytest_isolation.wire import CHILD_ENV
 from pytest_isolation.wire import GUARD_NAME
 
-#: The isolation fixtures come with the plugin (a conftest can load them alone).
-pytest_plugins = ["pytest_isolation.fixtures"]
+#: The isolation fixtures come with the plugin (a conftest can load them alone), and
+#: the selector, inert unless its options are given.
+pytest_plugins = ["pytest_isolation.fixtures", "pytest_isolation.selecting"]
 
 _HELP = {
     "isolation_mode": "file: run every test file in a process of its own.",

@@ -1,0 +1,134 @@
+"""The changed files a selection starts from: ``--isolation-for`` paths and
+files, stdin, and ``--isolation-since`` (git), each normalised to one key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_isolation.selector.project import Project
+from pytest_isolation.selector.project import is_global_trigger
+
+
+class InvalidInput(Exception):
+    """Bad input: the message names the path or option and the value."""
+
+
+def read_for_values(values: Sequence[str], cwd: Path, stdin: Callable[[], str]) -> list[str]:
+    """The raw paths of ``--isolation-for`` values: a path, ``@FILE`` (one path
+    per line) or ``-`` (stdin); blank lines and ``#`` lines skipped."""
+    paths: list[str] = []
+    for value in values:
+        if value == "-":
+            text = stdin()
+        elif value.startswith("@"):
+            listing = cwd / value[1:]
+            try:
+                text = listing.read_text(encoding="utf-8")
+            except OSError as error:
+                raise InvalidInput(
+                    f"--isolation-for {value}: cannot read {str(listing)!r}: {error.strerror}"
+                ) from None
+        else:
+            paths.append(value)
+            continue
+        paths += [
+            line.strip()
+            for line in text.splitlines()
+            if line.strip() and not line.strip().startswith("#")
+        ]
+    return paths
+
+
+def _git(args: Sequence[str], cwd: Path) -> str:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=60
+        )
+    except FileNotFoundError:
+        raise InvalidInput("--isolation-since: the git executable was not found") from None
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def changed_since(ref: str, root: Path) -> tuple[list[Path], Path]:
+    """Files changed since ``ref``: committed, staged, unstaged and untracked,
+    both names of a rename; absolute paths, and the git top level."""
+    try:
+        top = Path(_git(["rev-parse", "--show-toplevel"], root).strip())
+    except subprocess.CalledProcessError:
+        raise InvalidInput(
+            f"--isolation-since {ref}: {str(root)!r} is not in a git repository"
+        ) from None
+    try:
+        _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top)
+    except subprocess.CalledProcessError:
+        raise InvalidInput(f"--isolation-since {ref}: unknown git ref {ref!r}") from None
+    diff = _git(["diff", "--name-status", "-z", "-M", ref, "--"], top).split("\0")
+    names: list[str] = []
+    index = 0
+    while index < len(diff) and diff[index]:
+        status = diff[index]
+        count = 2 if status[:1] in {"R", "C"} else 1
+        names += diff[index + 1 : index + 1 + count]
+        index += 1 + count
+    untracked = _git(["ls-files", "--others", "--exclude-standard", "-z"], top).split("\0")
+    names += [name for name in untracked if name]
+    return [top / name for name in dict.fromkeys(names)], top
+
+
+def normalise(raw: str, cwd: Path, root: Path) -> tuple[str, Path]:
+    """``(key, path)``: resolved against ``cwd``, symlinks resolved, inside ``root``."""
+    if not raw or "\0" in raw:
+        raise InvalidInput(f"--isolation-for: invalid path {raw!r}")
+    path = Path(os.path.realpath(cwd / raw))
+    real_root = Path(os.path.realpath(root))
+    try:
+        relative = path.relative_to(real_root)
+    except ValueError:
+        raise InvalidInput(f"{raw}: outside the rootdir {str(root)!r}") from None
+    key = relative.as_posix()
+    return ("" if key == "." else key), path
+
+
+def expand(
+    keys: Iterable[tuple[str, Path, str]], project: Project, unmapped: str
+) -> tuple[list[str], list[str], list[str]]:
+    """Sources (directories expanded to their Python files), global triggers
+    met, and warnings; raises on an unmapped file under ``unmapped=error``."""
+    sources: dict[str, None] = {}
+    triggers: list[str] = []
+    warnings: list[str] = []
+    for key, path, raw in keys:
+        if path.is_dir():
+            prefix = "" if key == "" else key + "/"
+            for file in sorted(project.files):
+                if file.startswith(prefix):
+                    sources[file] = None
+            continue
+        if is_global_trigger(key):
+            triggers.append(key)
+            continue
+        if key.endswith(".py"):
+            sources[key] = None  # a missing one was deleted: its importers are selected
+            continue
+        if not path.exists():
+            raise InvalidInput(f"{raw}: no such file or directory")
+        if unmapped == "error":
+            raise InvalidInput(
+                f"{key}: not a Python file, so no test maps to it "
+                "(--isolation-unmapped=warn or ignore skips such files)"
+            )
+        if unmapped == "warn":
+            warnings.append(f"{key}: not a Python file; skipped")
+    return list(sources), triggers, warnings
+
+
+def stdin_text() -> str:
+    return sys.stdin.read()
