@@ -174,7 +174,9 @@ def test_too_many_sources(project: pytest.Pytester) -> None:
         "--isolation-max-sources=1",
     )
     refusal(result, "scope_exceeded", 4)
-    assert result.stderr.lines[0].startswith("isolation: scope_exceeded: 2 sources for 2 sources")
+    assert result.stderr.lines[0] == (
+        "isolation: scope_exceeded: 2 sources, over the cap of 1 (scope=impact); nothing was run"
+    )
 
 
 @pytest.mark.parametrize("trigger", ["pyproject.toml", "requirements.txt", "setup.cfg"])

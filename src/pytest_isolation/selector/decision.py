@@ -164,9 +164,10 @@ def scope_exceeded(
     share, and ways to narrow (a depth, a scope, batches)."""
     selection = decision.selection
     assert selection is not None
+    of = "" if what == "sources" else f" for {len(decision.sources)} sources"
     lines = [
-        f"isolation: {SCOPE_EXCEEDED}: {count} {what} for {len(decision.sources)} sources, "
-        f"over the cap of {cap} (scope={decision.scope}); nothing was run"
+        f"isolation: {SCOPE_EXCEEDED}: {count} {what}{of}, over the cap of {cap} "
+        f"(scope={decision.scope}); nothing was run"
     ]
     per_source = {s: set(selection.per_source[s]) for s in selection.sources}
     for source in sorted(per_source, key=lambda s: (-len(per_source[s]), s)):
