@@ -13,8 +13,12 @@ from pytest_isolation.wire import CHILD_ENV
 from pytest_isolation.wire import GUARD_NAME
 
 #: The isolation fixtures come with the plugin (a conftest can load them alone), and
-#: the selector, inert unless its options are given.
-pytest_plugins = ["pytest_isolation.fixtures", "pytest_isolation.selecting"]
+#: the selector and the polluter finder, inert unless their options are given.
+pytest_plugins = [
+    "pytest_isolation.fixtures",
+    "pytest_isolation.selecting",
+    "pytest_isolation.finder",
+]
 
 _HELP = {
     "isolation_mode": "file: run every test file in a process of its own.",
@@ -159,6 +163,11 @@ def pytest_configure(config: pytest.Config) -> None:
         guard = LeakGuard(config, settings.leaks, settings.deep)
         config.pluginmanager.register(guard, GUARD_NAME)
     _register_quarantine(config)  # in children too: they make the reports
+    if not _lists_fixtures(config):
+        from pytest_isolation.explain import PLUGIN_NAME as EXPLAIN_NAME
+        from pytest_isolation.explain import PatchReach
+
+        config.pluginmanager.register(PatchReach(config), EXPLAIN_NAME)
     if child is None and not _lists_fixtures(config):
         from pytest_isolation.runlog import PLUGIN_NAME as RUNLOG_NAME
         from pytest_isolation.runlog import RUNLOG_KEY

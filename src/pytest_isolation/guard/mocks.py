@@ -272,6 +272,17 @@ def monkeypatch_records(patcher: pytest.MonkeyPatch) -> list[tuple[str, str, obj
     return records
 
 
+def monkeypatch_setattrs(patcher: pytest.MonkeyPatch) -> list[tuple[Any, str, object]]:
+    """The ``setattr`` calls a ``pytest.MonkeyPatch`` would undo, as
+    (object, name, old value); same private detail as :func:`monkeypatch_records`."""
+    notset = _notset()
+    return [
+        (target, name, old)
+        for target, name, old in getattr(patcher, "_setattr", ())
+        if old is not notset
+    ]
+
+
 def _notset() -> object:
     """MonkeyPatch's "was not set" marker (``NOTSET`` since pytest 8.1, ``notset``
     before), read from the module that defines ``MonkeyPatch`` (the fence of

@@ -1,0 +1,247 @@
+"""--isolation-find-polluter: the search on real suites, each probe a real
+pytest subprocess, with the exact printed result; the search algorithm on
+its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from conftest import literal
+from conftest import run_guard
+from pytest_isolation.culprits import Unit
+from pytest_isolation.culprits import minimal
+from pytest_isolation.culprits import one
+from pytest_isolation.culprits import search
+from pytest_isolation.culprits import split
+
+FILLER = "def test_one(): pass\ndef test_two(): pass\n"
+VICTIM = """
+import os
+
+def test_victim():
+    assert os.environ.get("MODE") != "debug"
+"""
+POLLUTER = """
+import os
+
+def test_before(): pass
+
+def test_sets_mode():
+    os.environ["MODE"] = "debug"
+
+def test_after(): pass
+"""
+
+
+def find(pytester: pytest.Pytester, victim: str, *args: str) -> pytest.RunResult:
+    return run_guard(pytester, "-p", "no:randomly", f"--isolation-find-polluter={victim}", *args)
+
+
+def lines(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.stdout.lines if not line.startswith("isolation: probe ")]
+
+
+def test_a_polluter_in_another_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a=FILLER, test_b=FILLER, test_c=POLLUTER, test_d=FILLER, test_v=VICTIM, test_z=FILLER
+    )
+    result = find(pytester, "test_v.py::test_victim", "--isolation-find-json=found.json")
+    assert result.ret == 0, result.stderr.str()
+    assert lines(result) == [
+        "isolation: test_v.py::test_victim: 9 tests in 4 files run before it",
+        "isolation: alone it passed",
+        "isolation: after all 9 tests before it, it fails: bisecting",
+        f"isolation: polluter: test_c.py::test_sets_mode ({_probes(result)} probes)",
+        "isolation: what it leaked:",
+        "isolation:   [env] os.environ['MODE'] (was unset, now 'debug'), at test_c.py:6 "
+        "(test_c.py::test_sets_mode)",
+        "isolation: reproduce: pytest test_c.py::test_sets_mode test_v.py::test_victim "
+        "-p no:randomly -p isolation --isolation-leaks=off",
+        "isolation: --isolation-mode=file prevents it: they are in different files "
+        "(checked: test_v.py::test_victim passed)",
+    ]
+    assert _probes(result) <= 6  # log2(4 files) + log2(3 tests) + checks
+    found = json.loads((pytester.path / "found.json").read_text())
+    assert found["outcome"] == "found"
+    assert found["kind"] == "polluter"
+    assert found["culprits"] == ["test_c.py::test_sets_mode"]
+    assert (found["alone"], found["after_all"]) == ("passed", "failed")
+    assert found["file_mode_prevents"] is True
+    assert found["leaks"][0]["category"] == "env"
+    assert found["probes"] == _probes(result)
+    # The printed command reproduces the failure.
+    again = run_guard(
+        pytester,
+        "test_c.py::test_sets_mode",
+        "test_v.py::test_victim",
+        "-p",
+        "no:randomly",
+        "--isolation-leaks=off",
+    )
+    again.assert_outcomes(passed=1, failed=1)
+
+
+def test_a_polluter_in_the_same_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a=FILLER,
+        test_same="""
+        import os
+
+        def test_first(): pass
+
+        def test_sets_mode():
+            os.environ["MODE"] = "debug"
+
+        def test_victim():
+            assert os.environ.get("MODE") != "debug"
+        """,
+    )
+    result = find(pytester, "test_same.py::test_victim", "--isolation-probes=2")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: polluter: test_same.py::test_sets_mode (* probes)",
+            "isolation: --isolation-mode=file does not prevent it: they are in the same file",
+        ]
+    )
+
+
+def test_two_tests_needed_together(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="import os\ndef test_sets_a(): os.environ['PART_A'] = '1'\n",
+        test_b=FILLER,
+        test_c="import os\ndef test_sets_b(): os.environ['PART_B'] = '1'\n",
+        test_v="import os\ndef test_victim():\n"
+        "    assert not ('PART_A' in os.environ and 'PART_B' in os.environ)\n",
+    )
+    result = find(pytester, "test_v.py::test_victim")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: polluters, needed together: test_a.py::test_sets_a, "
+            "test_c.py::test_sets_b (* probes)",
+            "isolation: what they leaked:",
+            literal("isolation:   [env] os.environ['PART_A'] *"),
+            literal("isolation:   [env] os.environ['PART_B'] *"),
+        ]
+    )
+
+
+def test_a_brittle_victim_and_its_state_setter(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a=FILLER,
+        test_b="import os\ndef test_configures(): os.environ['READY'] = '1'\n",
+        test_v="import os\ndef test_needs_it(): assert os.environ.get('READY') == '1'\n",
+    )
+    result = find(pytester, "test_v.py::test_needs_it")
+    assert result.ret == 0
+    assert lines(result)[:4] == [
+        "isolation: test_v.py::test_needs_it: 3 tests in 2 files run before it",
+        "isolation: it fails alone: it depends on state an earlier test sets; looking for that",
+        "isolation: after all 3 tests before it, it passed: bisecting",
+        f"isolation: state-setter: test_b.py::test_configures ({_probes(result)} probes)",
+    ]
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: --isolation-mode=file breaks it (the test needs the other file's "
+            "state): they are in different files (checked: test_v.py::test_needs_it failed)"
+        ]
+    )
+
+
+def test_a_victim_that_is_not_order_dependent(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a=FILLER, test_v="def test_victim(): assert True\n")
+    result = find(pytester, "test_v.py::test_victim")
+    assert result.ret == 1
+    assert lines(result) == [
+        "isolation: test_v.py::test_victim: 2 tests in 1 files run before it",
+        "isolation: alone it passed",
+        "isolation: after all 2 tests before it, it passed too: not order-dependent in this order",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("victim", "message"),
+    [
+        (
+            "test_v.py",
+            "isolation: --isolation-find-polluter: 'test_v.py' is not a test's node id *",
+        ),
+        (
+            "test_v.py::test_nope",
+            "isolation: --isolation-find-polluter: test_v.py::test_nope is not collected by "
+            "these paths and options (3 tests collected)",
+        ),
+    ],
+)
+def test_bad_victims_are_usage_errors(pytester: pytest.Pytester, victim: str, message: str) -> None:
+    pytester.makepyfile(test_a=FILLER, test_v=VICTIM)
+    result = find(pytester, victim)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_the_time_limit(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a=FILLER, test_v=VICTIM)
+    result = find(pytester, "test_v.py::test_victim", "--isolation-find-timeout=0.01")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["isolation: gave up: --isolation-find-timeout=0.01 s ran out after 0 probes"]
+    )
+
+
+def _probes(result: pytest.RunResult) -> int:
+    return sum(1 for line in result.stdout.lines if line.startswith("isolation: probe "))
+
+
+# -- the search on its own ------------------------------------------------------------
+
+
+class Counter:
+    """A predicate over sets of units, counting how many runs it took."""
+
+    def __init__(self, culprits: set[str]) -> None:
+        self.culprits = culprits
+        self.runs = 0
+
+    def __call__(self, sets: Sequence[Sequence[Unit]]) -> list[bool]:
+        self.runs += len(sets)
+        return [self.culprits <= {n for unit in units for n in unit} for units in sets]
+
+
+def units(count: int) -> list[Unit]:
+    return [(f"t{i}",) for i in range(count)]
+
+
+def test_split_is_contiguous_and_even() -> None:
+    assert split(units(5), 2) == [units(5)[:3], units(5)[3:]]
+    assert split(units(2), 5) == [[("t0",)], [("t1",)]]
+
+
+@pytest.mark.parametrize("position", [0, 1, 150, 298, 299])
+def test_one_culprit_in_300_takes_about_log2_runs(position: int) -> None:
+    predicate = Counter({f"t{position}"})
+    assert one(units(300), predicate, width=1) == (f"t{position}",)
+    assert predicate.runs <= 10  # ceil(log2(300)) = 9, plus the check
+
+
+def test_wider_probes_take_fewer_rounds() -> None:
+    predicate = Counter({"t123"})
+    assert one(units(300), predicate, width=3) == ("t123",)
+    assert predicate.runs <= 3 * 5 + 1  # log4(300) < 5 rounds of 3
+
+
+def test_a_pair_needs_the_minimal_set() -> None:
+    predicate = Counter({"t3", "t40"})
+    assert one(units(64), predicate, width=1) is None
+    assert minimal(units(64), predicate) == [("t3",), ("t40",)]
+
+
+def test_search_goes_files_then_tests() -> None:
+    files = [tuple(f"f{f}::t{t}" for t in range(10)) for f in range(30)]
+    predicate = Counter({"f17::t4"})
+    assert search(files, predicate, width=1) == ["f17::t4"]
+    assert predicate.runs <= 12  # log2(30) + log2(10) + 2 checks
