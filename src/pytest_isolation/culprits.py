@@ -16,6 +16,12 @@ from collections.abc import Sequence
 Unit = tuple[str, ...]
 #: Runs several candidate sets at once; one answer per set, in order.
 Reproduces = Callable[[Sequence[Sequence[Unit]]], list[bool]]
+#: Told how many candidates are left before each round ("12 files").
+Note = Callable[[str], None]
+
+
+def _quiet(text: str) -> None:
+    del text
 
 
 def split(units: Sequence[Unit], parts: int) -> list[list[Unit]]:
@@ -30,26 +36,33 @@ def split(units: Sequence[Unit], parts: int) -> list[list[Unit]]:
     return pieces
 
 
-def one(units: Sequence[Unit], reproduces: Reproduces, width: int) -> Unit | None:
+def one(
+    units: Sequence[Unit], reproduces: Reproduces, width: int, note: Note = _quiet, what: str = ""
+) -> Unit | None:
     """The single unit that reproduces alone, assuming there is one; None if
     the unit found does not reproduce alone (then a set is needed)."""
     candidates = list(units)
     while len(candidates) > 1:
+        note(f"{len(candidates)} {what} left".replace("  ", " "))
         pieces = split(candidates, width + 1)
         answers = reproduces(pieces[:-1])
         hit = next((p for p, yes in zip(pieces, answers, strict=False) if yes), None)
         candidates = hit if hit is not None else pieces[-1]
     if not candidates:
         return None
+    note(f"checking the one {what.removesuffix('s')} left".replace("  ", " "))
     return candidates[0] if reproduces([candidates])[0] else None
 
 
-def minimal(units: Sequence[Unit], reproduces: Reproduces) -> list[Unit]:
+def minimal(
+    units: Sequence[Unit], reproduces: Reproduces, note: Note = _quiet, what: str = ""
+) -> list[Unit]:
     """A 1-minimal set of units that reproduces (delta debugging): removing
     any one of them loses the outcome.  ``units`` must reproduce."""
     current = list(units)
     granularity = 2
     while len(current) >= 2:
+        note(f"{len(current)} {what} left, looking for a set".replace("  ", " "))
         pieces = split(current, granularity)
         answers = reproduces(pieces)
         hit = next((p for p, yes in zip(pieces, answers, strict=False) if yes), None)
@@ -68,14 +81,16 @@ def minimal(units: Sequence[Unit], reproduces: Reproduces) -> list[Unit]:
     return current
 
 
-def search(files: Sequence[Unit], reproduces: Reproduces, width: int) -> list[str]:
+def search(
+    files: Sequence[Unit], reproduces: Reproduces, width: int, note: Note = _quiet
+) -> list[str]:
     """Files first, then tests within them: the culprit test(s)."""
-    found = one(files, reproduces, width)
-    chosen = [found] if found is not None else minimal(files, reproduces)
+    found = one(files, reproduces, width, note, "files")
+    chosen = [found] if found is not None else minimal(files, reproduces, note, "files")
     tests = [(nodeid,) for unit in chosen for nodeid in unit]
     if len(tests) == 1:
         return list(tests[0])
-    single = one(tests, reproduces, width) if len(chosen) == 1 else None
+    single = one(tests, reproduces, width, note, "tests") if len(chosen) == 1 else None
     if single is not None:
         return list(single)
-    return [nodeid for unit in minimal(tests, reproduces) for nodeid in unit]
+    return [nodeid for unit in minimal(tests, reproduces, note, "tests") for nodeid in unit]

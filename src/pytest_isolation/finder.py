@@ -190,6 +190,8 @@ class Finder:
         #: Each set already run, with whether it reproduced.
         self.known: dict[tuple[str, ...], bool] = {}
         self.goal = "failed"
+        #: How many candidates the current round of the search has left.
+        self.left = ""
         self.order: list[str] = []
         self.result: dict[str, Any] = {"version": 1, "victim": self.victim}
 
@@ -329,10 +331,13 @@ class Finder:
             self.known[run] = outcome.victim == self.goal
             verb = "fails" if outcome.victim == "failed" else outcome.victim
             count = len(run) - 1
-            self.say(
-                f"probe {self.probes}: after {count} test{'s' if count != 1 else ''} it {verb}"
-            )
+            tests = f"{count} test{'s' if count != 1 else ''}"
+            left = f" ({self.left})" if self.left else ""
+            self.say(f"probe {self.probes}{left}: after {tests} it {verb}")
         return [self.known[run] for run in runs]
+
+    def _note(self, text: str) -> None:
+        self.left = text
 
     # -- the search ------------------------------------------------------------------
 
@@ -390,7 +395,7 @@ class Finder:
         verb = "fails" if after == "failed" else after
         self.say(f"after all {len(preceding)} tests before it, it {verb}: bisecting")
         self.known[(*preceding, victim)] = True
-        culprits = search(files, self.reproduces, self.width)
+        culprits = search(files, self.reproduces, self.width, self._note)
         self.result["culprits"] = culprits
         self.result["outcome"] = "found"
         self._report(culprits)
@@ -422,8 +427,8 @@ class Finder:
             "isolation",
             "--isolation-leaks=off",
         ]
-        if self.config.pluginmanager.has_plugin("randomly"):
-            command += ["-p", "no:randomly"]
+        if self.config.pluginmanager.has_plugin("randomly"):  # its order is not the probes'
+            command = [*_without_plugin(command, "randomly"), "-p", "no:randomly"]
         reproduce = " ".join(_quote(part) for part in command)
         self.result["reproduce"] = reproduce
         self.say(f"reproduce: {reproduce}")
