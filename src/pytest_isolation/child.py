@@ -261,9 +261,21 @@ def prepare_forked(session: pytest.Session) -> ChildPlugin:
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
+    _leave_xdist(config)
     # Inherited counters would stop pytest's logic in the child early.
     session.testsfailed = 0
     return prepare(config, -1)
+
+
+def _leave_xdist(config: pytest.Config) -> None:
+    """In a child forked from a pytest-xdist worker, stop xdist's worker plugin
+    from talking to the controller: the child reports to its parent only.
+    (The same private detail as ``xdist_bridge.worker_interactor``.)"""
+    if not hasattr(config, "workerinput"):
+        return
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor":
+            config.pluginmanager.unregister(plugin)
 
 
 def run_forked(

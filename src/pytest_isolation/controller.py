@@ -38,6 +38,7 @@ from pytest_isolation.relay import FileRelay
 from pytest_isolation.runlog import RUNLOG_KEY
 from pytest_isolation.settings import Settings
 from pytest_isolation.settings import resolve_start
+from pytest_isolation.xdist_bridge import is_worker
 
 __all__ = ["CONTROLLER_NAME", "FileModeController", "check_compatible"]
 
@@ -69,11 +70,6 @@ def check_compatible(config: pytest.Config) -> None:
     option = config.option
     if os.name == "nt":
         raise pytest.UsageError("--isolation-mode=file is not supported on Windows yet")
-    if getattr(option, "numprocesses", None) or getattr(option, "tx", None):
-        raise pytest.UsageError(
-            "--isolation-mode=file cannot be combined with pytest-xdist's -n/--tx yet; "
-            "drop one of them"
-        )
     for flag, dest in (("--pdb", "usepdb"), ("--trace", "trace")):
         if getattr(option, dest, False):
             raise pytest.UsageError(
@@ -102,7 +98,9 @@ class FileModeController:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.method, self.reason = resolve_start(settings.start)
+        #: Threads of the process before any test ran (pytest-xdist's worker has an I/O thread).
+        self.baseline_threads = threading.active_count() if is_worker(config) else 1
+        self.method, self.reason = resolve_start(settings.start, self.baseline_threads)
         self.node_args: NodeArgs | None = None
         self.notfound: list[str] = []
         #: A forked child prepared ahead of time for the next file.
@@ -193,12 +191,16 @@ class FileModeController:
             return None
         file = item.parent
         assert isinstance(file, IsolatedFile)
-        self.run_file(file, self.positions[item], isinstance(nextitem, IsolatedFileItem))
+        following = self.positions.get(nextitem) if isinstance(nextitem, IsolatedFileItem) else None
+        self.run_file(file, self.positions[item], following)
         return True
 
-    def run_file(self, file: IsolatedFile, index: int, more: bool) -> None:
+    def run_file(self, file: IsolatedFile, index: int, following: int | None) -> None:
         """Run one file in a child: the rest of it in new ones after crashes,
-        and again while something failed and retries are left."""
+        and again while something failed and retries are left.  ``following``
+        is the index of the file the run goes on with (under xdist, the next
+        one scheduled for this worker), whose child starts early."""
+        more = following is not None
         started = time.monotonic()
         retries, scope = self.settings.retries, self.settings.retry_scope
         relay = FileRelay(file, self._not_found, retries=retries, scope=scope)
@@ -220,8 +222,12 @@ class FileModeController:
         runlog = self.config.stash.get(RUNLOG_KEY, None)
         if runlog is not None:
             runlog.file_ran(relay.record, time.monotonic() - started)
-        if death is None and more:
-            self._start_next(index + 1)
+        if death is None and following is not None and not self._may_be_stolen():
+            self._start_next(following)
+
+    def _may_be_stolen(self) -> bool:
+        """Under ``--dist worksteal`` another worker may take the next file."""
+        return is_worker(self.config) and self.config.getoption("dist", "no") == "worksteal"
 
     def _stopping(self) -> bool:
         session = self.config.stash[_SESSION]
@@ -313,13 +319,16 @@ class FileModeController:
         self.exited = [child for child in self.exited if not child.poll()]
         if self.basetemp is None:
             self.basetemp = shared_basetemp(self.config)
-        if self.method == "fork" and self.settings.start == "auto" and threading.active_count() > 1:
+        threads = threading.active_count() > self.baseline_threads
+        if self.method == "fork" and self.settings.start == "auto" and threads:
             self.method, self.reason = "spawn", "auto: threads started during the run"
             _write_line(self.config, "isolation: threads are running, starting children by spawn")
             self._discard_warm()
         if self.method == "spawn":
             params = self.config.invocation_params
             args = list(params.args)
+            if is_worker(self.config):  # the child runs its file itself, not through xdist
+                args += ["-n", "0", "--dist", "no"]
             if self.basetemp is not None:  # a directory per child: pytest empties it first
                 self.spawned += 1
                 args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")

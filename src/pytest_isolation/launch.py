@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import IO
 from typing import BinaryIO
@@ -154,13 +155,26 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
     control_read, control_write = os.pipe()
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Warm
-    _before_fork()
-    pid = os.fork()
+    pid = _fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         _child_main((control_write, read_fd), stderr, lambda: body(control_read, write_fd))
     os.close(control_read)
     os.close(write_fd)
     return Warm(pid, control_write, os.fdopen(read_fd, "rb"), stderr)
+
+
+def _fork() -> int:
+    """``os.fork()`` from the parent.
+
+    In a pytest-xdist worker, execnet's I/O thread runs beside pytest, and
+    Python 3.12+ warns about forking a process with threads (an error under
+    ``-W error``).  The children never touch that thread's objects: xdist's
+    plugin is unregistered in them before any hook runs.
+    """
+    _before_fork()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+        return os.fork()
 
 
 def _before_fork() -> None:
@@ -214,8 +228,7 @@ class ForkServer:
     def start(cls, prepare: Callable[[], Callable[[int, int], None]]) -> ForkServer:
         """Fork the server; ``prepare()`` runs in it once and returns each child's body."""
         channel, server_end = socket.socketpair()
-        _before_fork()
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
             _child_main((channel.fileno(),), stderr, lambda: _serve(server_end, prepare()))

@@ -185,6 +185,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         install_spawned(config, ChildSpec.from_env(child))
         return
+    if _register_xdist_bridge(config, settings.mode == "file"):
+        return  # an xdist controller: its workers collect and run the files
     if settings.mode == "file" and not _lists_fixtures(config):
         from pytest_isolation.controller import CONTROLLER_NAME
         from pytest_isolation.controller import FileModeController
@@ -195,6 +197,26 @@ def pytest_configure(config: pytest.Config) -> None:
         controller = FileModeController(config, settings)
         config.stash[CONTROLLER_KEY] = controller
         config.pluginmanager.register(controller, CONTROLLER_NAME)
+
+
+def _register_xdist_bridge(config: pytest.Config, file_mode: bool) -> bool:
+    """Under pytest-xdist, the bridge between workers and controller; True
+    in the controller."""
+    from pytest_isolation import xdist_bridge
+
+    if xdist_bridge.is_worker(config):
+        worker = xdist_bridge.WorkerBridge(config)
+        config.pluginmanager.register(worker, xdist_bridge.WORKER_BRIDGE)
+        return False
+    if xdist_bridge.is_controller(config):
+        if file_mode:
+            from pytest_isolation.controller import check_compatible
+
+            check_compatible(config)
+        controller = xdist_bridge.ControllerBridge(config, file_mode)
+        config.pluginmanager.register(controller, xdist_bridge.CONTROLLER_BRIDGE)
+        return True
+    return False
 
 
 def _register_quarantine(config: pytest.Config) -> None:

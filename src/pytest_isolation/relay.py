@@ -24,6 +24,7 @@ from pytest_isolation.attempts import ProcessEnd
 from pytest_isolation.attempts import TestAttempts
 from pytest_isolation.placeholder import ChildTest
 from pytest_isolation.quarantine import PLUGIN_NAME as QUARANTINE_NAME
+from pytest_isolation.xdist_bridge import FILE_TESTS
 
 Location = tuple[str, int | None, str]
 
@@ -95,6 +96,8 @@ class FileRelay:
         self.held_collection: list[tuple[pytest.CollectReport, bool]] = []
         #: How the current child died, as the outcome of the test it was running.
         self.death: str | None = None
+        #: The file's test count, until its first report carries it.
+        self.announce: int | None = None
         self.inflight: tuple[str, Location] | None = None
         self.phases: set[str] = set()
         #: Collection reports that did not pass (errors, module-level skips).
@@ -218,6 +221,7 @@ class FileRelay:
             return
         # The placeholder counted as one test; progress needs the real count.
         self.file.session.testscollected += len(nodeids) - 1
+        self.announce = len(nodeids)  # for an xdist controller, on the first report
 
     def _attempts_left(self) -> bool:
         return not self.collect_only and self.record.attempts <= self.retries
@@ -241,6 +245,9 @@ class FileRelay:
         self._log(report)
 
     def _log(self, report: pytest.TestReport) -> None:
+        if self.announce is not None:
+            setattr(report, FILE_TESTS, self.announce)
+            self.announce = None
         self.phases.add(report.when)
         if self.pending is not None:
             self.pending.reports.append(report)

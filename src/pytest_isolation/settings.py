@@ -99,12 +99,16 @@ def _count(config: pytest.Config, dest: str) -> int:
     return int(value)
 
 
-def resolve_start(start: str) -> tuple[str, str]:
-    """The start method to use and why, for ``auto``: fork on Linux unless threads run."""
+def resolve_start(start: str, baseline_threads: int = 1) -> tuple[str, str]:
+    """The start method to use and why, for ``auto``: fork on Linux unless
+    threads run (beyond ``baseline_threads``, e.g. pytest-xdist's I/O thread,
+    which the children never use)."""
     if start != "auto":
         return start, "requested"
     if not hasattr(os, "fork") or sys.platform != "linux":
         return "spawn", f"auto: fork is not the safe default on {sys.platform}"
-    if threading.active_count() > 1:
+    if threading.active_count() > baseline_threads:
         return "spawn", "auto: other threads are running in this process, fork is unsafe"
+    if baseline_threads > 1:
+        return "fork", "auto, in a pytest-xdist worker"
     return "fork", "auto"
