@@ -338,7 +338,7 @@ def test_the_import_graph_is_cached(project: pytest.Pytester) -> None:
 
 def test_cache_for_config_is_still_there(project: pytest.Pytester) -> None:
     """The selector reads pytest's cache before configure (private API, fenced in
-    ``selecting._cache``); this fails loudly if pytest changes it."""
+    ``selector.run._cache``); this fails loudly if pytest changes it."""
     config = project.parseconfig()
     cache = pytest.Cache.for_config(config, _ispytest=True)
     cache.set("isolation/probe", [1])

@@ -1,0 +1,283 @@
+"""Running the selector: from the options to a decision, and the plugin that
+carries a selection through the session.  Imported only when the selector
+runs (see :mod:`pytest_isolation.selecting`)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from pytest_isolation.selecting import CACHE_KEY
+from pytest_isolation.selecting import PLUGIN_NAME
+from pytest_isolation.selecting import SCOPE_CHOICES
+from pytest_isolation.selecting import UNMAPPED_CHOICES
+from pytest_isolation.selecting import WORKER_KEY
+from pytest_isolation.selecting import gate_open
+from pytest_isolation.selector import decision as decide
+from pytest_isolation.selector import inputs
+from pytest_isolation.selector.decision import Caps
+from pytest_isolation.selector.decision import Decision
+from pytest_isolation.selector.graph import ImportGraph
+from pytest_isolation.selector.graph import load_facts
+from pytest_isolation.selector.project import Project
+from pytest_isolation.selector.project import build
+from pytest_isolation.selector.scopes import select
+
+__all__ = ["PLUGIN_NAME", "Selector", "record", "run_selector"]
+
+
+def _number(config: pytest.Config, dest: str) -> int | None:
+    value = config.getoption(dest)
+    if value is None:
+        return None
+    text = str(value)
+    if not (text.isascii() and text.isdigit()):
+        flag = "--" + dest.replace("_", "-")
+        raise inputs.InvalidInput(f"{flag}: invalid value {text!r}; expected a whole number")
+    return int(text)
+
+
+def _caps(config: pytest.Config) -> Caps:
+    return Caps(
+        max_sources=_number(config, "isolation_max_sources") or 0,
+        max_test_files=_number(config, "isolation_max_test_files") or 0,
+        max_items=_number(config, "isolation_max_items"),
+        max_depth=_number(config, "isolation_max_depth"),
+    )
+
+
+def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
+    value = str(config.getoption(dest))
+    if value not in choices:
+        flag = "--" + dest.replace("_", "-")
+        allowed = ", ".join(repr(c) for c in choices)
+        raise inputs.InvalidInput(f"{flag}: invalid value {value!r}; choose from {allowed}")
+    return value
+
+
+def _cache(config: pytest.Config) -> pytest.Cache | None:
+    """pytest's cache, before ``pytest_configure`` made ``config.cache``.
+
+    Private pytest API, unavoidable: the selector runs in
+    ``pytest_cmdline_main`` (so a refusal runs nothing), before the
+    cacheprovider's configure; ``Cache.for_config`` is what that configure
+    calls (also clearing the cache under ``--cache-clear``).
+    ``tests/test_selector.py`` fails loudly if it changes.
+    """
+    if config.pluginmanager.get_plugin("cacheprovider") is None:
+        return None
+    return pytest.Cache.for_config(config, _ispytest=True)
+
+
+def _read_stdin(config: pytest.Config) -> str:
+    """Read stdin, which pytest's capturing holds from start-up on."""
+    capman: Any = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None or not capman.is_globally_capturing():
+        return sys.stdin.read()
+    capman.suspend_global_capture(in_=True)
+    try:
+        return sys.stdin.read()
+    finally:
+        capman.resume_global_capture()
+        capman.suspend_global_capture(in_=False)
+
+
+def _testpaths(config: pytest.Config) -> list[str]:
+    root = config.rootpath
+    found: list[str] = []
+    for entry in config.getini("testpaths"):
+        if any(c in entry for c in "*?["):
+            found += [os.path.relpath(p, root) for p in sorted(glob.glob(str(root / entry)))]
+        else:
+            found.append(entry)
+    return [p.replace(os.sep, "/") for p in found]
+
+
+def project_of(config: pytest.Config) -> Project:
+    return build(
+        config.rootpath,
+        config.getini("norecursedirs"),
+        config.getini("python_files"),
+        _testpaths(config),
+        config.getini("pythonpath"),
+    )
+
+
+def run_selector(config: pytest.Config) -> Decision:
+    """The whole decision, before any collection; never raises for bad input."""
+    scope = str(config.getoption("isolation_scope"))
+    decision = Decision(outcome=decide.INVALID_INPUT, scope=scope, caps=Caps())
+    try:
+        _decide(config, decision)
+    except inputs.InvalidInput as error:
+        decision.outcome = decide.INVALID_INPUT
+        decision.message = f"isolation: {decide.INVALID_INPUT}: {error}"
+    return decision
+
+
+def _decide(config: pytest.Config, decision: Decision) -> None:
+    decision.caps = _caps(config)
+    scope = decision.scope = _choice(config, "isolation_scope", SCOPE_CHOICES)
+    unmapped = _choice(config, "isolation_unmapped", UNMAPPED_CHOICES)
+    decision.allow_empty = bool(config.getoption("isolation_allow_empty"))
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        given = " ".join(config.args)
+        raise inputs.InvalidInput(
+            f"test paths ({given}) cannot be combined with --isolation-for/--isolation-since: "
+            "the selector chooses the test files; drop one of them"
+        )
+    root, cwd = config.rootpath, config.invocation_params.dir
+    raw = inputs.read_for_values(
+        config.getoption("isolation_for"), cwd, lambda: _read_stdin(config)
+    )
+    keys = [(*inputs.normalise(path, cwd, root), path) for path in raw]
+    since = config.getoption("isolation_since")
+    if since:
+        changed, _ = inputs.changed_since(since, root)
+        for path in changed:
+            try:
+                keys.append((*inputs.normalise(str(path), cwd, root), str(path)))
+            except inputs.InvalidInput:
+                continue  # changed outside the rootdir: not this suite's
+    started = time.perf_counter()
+    project = project_of(config)
+    sources, triggers, warnings = inputs.expand(keys, project, unmapped)
+    decision.sources = sources
+    decision.warnings = warnings
+    decision.phase = "select"
+    if scope == "all" or triggers:
+        if gate_open():
+            decision.outcome = decide.SELECTED
+            decision.scope = "all"
+            return
+        why = (
+            "--isolation-scope=all asks for the whole suite"
+            if scope == "all"
+            else f"{', '.join(triggers)} changed, which can change what every test does"
+        )
+        decision.outcome = decide.ALL_NOT_ALLOWED
+        decision.message = (
+            f"isolation: {decide.ALL_NOT_ALLOWED}: {why}; the selector does not run the whole "
+            "suite. Run pytest without --isolation-for/--isolation-since for a full run."
+        )
+        return
+    graph = _graph(config, project, decision)
+    broken = [(s, graph.facts[s].error) for s in sources if s in graph.facts]
+    for source, error in broken:
+        if error is not None:
+            line, message = error
+            raise inputs.InvalidInput(f"{source}:{line}: syntax error: {message}")
+    decision.warnings += graph.warnings
+    selection = select(project, graph, sources, scope, decision.caps.max_depth)
+    decision.selection = selection
+    decision.tests = selection.tests
+    decision.graph.ms = round((time.perf_counter() - started) * 1000)
+    caps = decision.caps
+    if not decision.tests:
+        deleted = {s for s in sources if s not in project.files}
+        decide.empty_reasons(decision, deleted)
+        return
+    narrower = {
+        narrow: len(select(project, graph, sources, narrow, caps.max_depth).tests)
+        for narrow in decide.narrower_scopes(scope)
+    }
+    if len(sources) > caps.max_sources:
+        decide.scope_exceeded(decision, narrower, "sources", len(sources), caps.max_sources)
+        return
+    if len(decision.tests) > caps.max_test_files:
+        count = len(decision.tests)
+        decide.scope_exceeded(decision, narrower, "test files", count, caps.max_test_files)
+        return
+    decision.outcome = decide.SELECTED
+
+
+def _graph(config: pytest.Config, project: Project, decision: Decision) -> ImportGraph:
+    from pytest_isolation import __version__
+
+    cache = _cache(config)
+    cached = cache.get(CACHE_KEY, None) if cache is not None else None
+    loaded = load_facts(project, cached, __version__)
+    if cache is not None and loaded.cache != cached:
+        cache.set(CACHE_KEY, loaded.cache)
+    decision.graph.files = len(loaded.facts)
+    decision.graph.reparsed = loaded.reparsed
+    return ImportGraph(project, loaded.facts)
+
+
+class Selector:
+    """Registered as ``isolation-select`` in the parent after a selection."""
+
+    def __init__(self, config: pytest.Config, decision: Decision) -> None:
+        self.config = config
+        self.decision = decision
+
+    def pytest_report_header(self) -> list[str]:
+        decision = self.decision
+        if decision.scope == "all":
+            return ["isolation: scope=all: the whole suite (the full-suite gate is open)"]
+        lines = [decision.header()]
+        lines += [f"isolation: warning: {w}" for w in decision.warnings]
+        if self.config.getoption("isolation_explain"):
+            lines += decision.explain()
+        return lines
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's; its workers see the invocation args
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.decision.scope != "all":
+            node.workerinput[WORKER_KEY] = list(self.config.args)
+
+    @pytest.hookimpl(trylast=True)  # after -k, -m, --deselect and sharding
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        cap = self.decision.caps.max_items
+        if cap is None:
+            return
+        count = count_items(session)
+        if count <= cap:
+            return
+        decision = self.decision
+        decision.phase = "collect"
+        decision.outcome = decide.SCOPE_EXCEEDED
+        decision.message = (
+            f"isolation: {decide.SCOPE_EXCEEDED}: {count} tests in {len(decision.tests)} test "
+            f"files after collection, -k and -m, over --isolation-max-items={cap}; nothing was "
+            "run. Narrow with -k or -m, a narrower --isolation-scope or --isolation-max-depth, "
+            "or fewer --isolation-for paths."
+        )
+        record(self.config, decision)
+        sys.stderr.write(decision.message + "\n")
+        sys.stderr.flush()
+        pytest.exit(f"isolation: {decide.SCOPE_EXCEEDED}", returncode=4)
+
+
+def count_items(session: pytest.Session) -> int:
+    """Tests selected; in file mode the files' children collect them to count."""
+    from pytest_isolation.controller import CONTROLLER_NAME
+    from pytest_isolation.placeholder import ChildCollectionError
+    from pytest_isolation.placeholder import IsolatedFile
+    from pytest_isolation.placeholder import IsolatedFileItem
+
+    controller = session.config.pluginmanager.get_plugin(CONTROLLER_NAME)
+    total = 0
+    for item in session.items:
+        if controller is None or not isinstance(item, IsolatedFileItem):
+            total += 1
+            continue
+        file = item.parent
+        assert isinstance(file, IsolatedFile)
+        try:
+            stand_ins = controller.collect_in_child(file)
+        except (ChildCollectionError, pytest.skip.Exception):
+            continue
+        total += sum(1 for test in stand_ins if not test.deselected_in_child)
+    return total
+
+
+def record(config: pytest.Config, decision: Decision) -> None:
+    path = config.getoption("isolation_json")
+    if path:
+        decision.write_json(config.invocation_params.dir / path)
