@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation import childcov
 from pytest_isolation.fixtures import KEPT_KEY
 from pytest_isolation.wire import COLLECTED
 from pytest_isolation.wire import COLLECTREPORT
@@ -235,10 +236,15 @@ def _detach_terminal(config: pytest.Config) -> None:
 
 
 class _TerminalStandIn:
-    """Holds the detached reporter's writer; implements no hooks."""
+    """Holds the detached reporter's writer; implements no hooks.
+
+    ``stats`` stays empty: plugins that tidy the reporter's statistics
+    (pytest-rerunfailures) find nothing to tidy; the parent keeps the real ones.
+    """
 
     def __init__(self, writer: object) -> None:
         self._tw = writer
+        self.stats: dict[str, list[object]] = {}
 
 
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
@@ -249,6 +255,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     kept = session.config.stash.get(KEPT_KEY, [])
     if kept:  # isolated_tmp directories kept: the parent's summary lists them
         plugin.sender.send(KEPT, lines=kept)
+    childcov.save()
     if code == 0:
         plugin.sender.send(FINISHED)
     os._exit(code)
@@ -296,6 +303,7 @@ def run_forked(
         message = next(receive(control), None)
     if message is None:  # the parent no longer needs this child
         os._exit(0)
+    childcov.measure_in_fork()
     payload = message[1]
     if parent is None:
         placeholder = session.items[payload["index"]].parent

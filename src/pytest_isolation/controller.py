@@ -329,6 +329,8 @@ class FileModeController:
             args = list(params.args)
             if is_worker(self.config):  # the child runs its file itself, not through xdist
                 args += ["-n", "0", "--dist", "no"]
+            if self.config.pluginmanager.has_plugin("_cov"):
+                args.append("--cov-append")  # else pytest-cov erases the other children's data
             if self.basetemp is not None:  # a directory per child: pytest empties it first
                 self.spawned += 1
                 args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")

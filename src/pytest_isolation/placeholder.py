@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from typing import Any
@@ -31,7 +32,12 @@ class IsolatedFile(pytest.File):
         controller = self.config.stash[CONTROLLER_KEY]
         if self.config.option.collectonly:
             return controller.collect_in_child(self)
-        return [IsolatedFileItem.from_parent(self, name=PLACEHOLDER_NAME)]
+        item = IsolatedFileItem.from_parent(self, name=PLACEHOLDER_NAME)
+        manager = self.config.pluginmanager
+        if manager.has_plugin("timeout") or manager.has_plugin("pytest_timeout"):
+            # pytest-timeout times each test in the children; not the whole file here.
+            item.add_marker(pytest.mark.timeout(0))
+        return [item]
 
     def repr_failure(  # type: ignore[override]
         self, excinfo: pytest.ExceptionInfo[BaseException]
@@ -43,6 +49,21 @@ class IsolatedFile(pytest.File):
 
 class IsolatedFileItem(pytest.Item):
     """Stands for all tests of one file; the controller runs them in a child."""
+
+    @property
+    def module(self) -> types.ModuleType:
+        """An empty stand-in named as the test module will be (never imported here).
+
+        Plugins that order tests by module, such as pytest-randomly, then order
+        the files as in a plain run: the name is the one pytest's default
+        import mode gives the module (its package path above it, if any).
+        """
+        parts = [self.path.stem]
+        directory = self.path.parent
+        while (directory / "__init__.py").is_file() and directory.parent != directory:
+            parts.insert(0, directory.name)
+            directory = directory.parent
+        return types.ModuleType(".".join(parts))
 
     def runtest(self) -> None:
         raise RuntimeError(f"{self.nodeid} runs in a child process, never in the parent")

@@ -208,9 +208,18 @@ _getsignal = _raw_getsignal()
 _HANDLERS = {int(handler): handler for handler in (signal.SIG_DFL, signal.SIG_IGN)}
 
 
+#: Plugins that arm a signal around every test and disarm it (to ``SIG_DFL``)
+#: when it ends or fails: their handler counts as the default.
+_TIMER_PLUGINS = frozenset({"pytest_timeout"})
+
+
 def _read_signal(number: int) -> object:
     handler = _getsignal(number)
-    return _HANDLERS.get(handler, handler) if type(handler) is int else handler
+    if type(handler) is int:
+        return _HANDLERS.get(handler, handler)
+    if getattr(handler, "__module__", None) in _TIMER_PLUGINS:
+        return signal.SIG_DFL
+    return handler
 
 
 def _show_handler(value: object) -> str:
