@@ -127,6 +127,7 @@ def test_crash_retry_quarantine_leaks_and_report_under_xdist(
     assert files["test_flaky.py"]["outcome"] == "flaky"
     assert files["test_leak.py"]["leaks"] == 1
     assert report["totals"]["tests"]["quarantined"] == 1
+    assert report["start_method"] == start
 
 
 def test_the_guard_in_plain_xdist_workers(pytester: pytest.Pytester) -> None:

@@ -248,9 +248,13 @@ class RunLog:
 
     def _start_method(self) -> str | None:
         from pytest_isolation.controller import CONTROLLER_NAME
+        from pytest_isolation.xdist_bridge import CONTROLLER_BRIDGE
 
         controller = self.config.pluginmanager.get_plugin(CONTROLLER_NAME)
-        return None if controller is None else str(controller.method)
+        if controller is not None:
+            return str(controller.method)
+        bridge = self.config.pluginmanager.get_plugin(CONTROLLER_BRIDGE)
+        return None if bridge is None else bridge.start_method
 
     def _shard(self) -> dict[str, Any] | None:
         from pytest_isolation.sharding import PLUGIN_NAME as SHARD_PLUGIN

@@ -109,6 +109,7 @@ def worker_summary(config: pytest.Config) -> dict[str, Any]:
         "opaque": sorted(quarantine.opaque) if quarantine is not None else [],
         "kept": kept,
         "notfound": list(controller.notfound) if controller is not None else [],
+        "start_method": controller.method if controller is not None else None,
     }
 
 
@@ -120,6 +121,8 @@ class ControllerBridge:
         self.file_mode = file_mode
         self.session: pytest.Session | None = None
         self.notfound: list[str] = []
+        #: How the workers start their children, as the first worker reports it.
+        self.start_method: str | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -143,6 +146,7 @@ class ControllerBridge:
         summary = output.get(OUTPUT_KEY)
         if summary:
             merge_summary(self.config, summary, self.notfound)
+            self.start_method = self.start_method or summary.get("start_method")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
