@@ -274,9 +274,6 @@ class LeakGuard:
         if resume_pyfakefs():
             self.tier.saved.clear()
         self._refresh_watch()
-        # Plugins set signal handlers around each test's whole protocol
-        # (pytest-timeout's SIGALRM), outside this window: read them afresh.
-        self.tier.forget(PROCESS)
         self.tier.ensure()
         if not self.contained and item.path != self.file_path:
             self._start_file(item)
