@@ -1,0 +1,440 @@
+"""The polluter finder's search: probes, the bisection and what it prints.
+Imported only when ``--isolation-find-polluter`` is given (see
+:mod:`pytest_isolation.finder`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Options of the finder itself, and others that change what a probe runs or
+#: where it reports: left out of the probes, with their values.
+_TAKE_VALUE = frozenset(
+    {
+        "--isolation-find-polluter",
+        "--isolation-probes",
+        "--isolation-find-timeout",
+        "--isolation-find-json",
+        "--isolation-report",
+        "--isolation-mode",
+        "--isolation-shard",
+        "--isolation-retries",
+        "--isolation-timeout",
+        "--isolation-json",
+        "--isolation-for",
+        "--isolation-since",
+        "-n",
+        "--numprocesses",
+        "--maxfail",
+        "--randomly-seed",
+        "--lfnf",
+        "--last-failed-no-failures",
+        "--junitxml",
+        "--junit-xml",
+        "--basetemp",  # parallel probes must not share (and empty) one directory
+    }
+)
+_DROP = frozenset(
+    {
+        "--lf",
+        "--last-failed",
+        "--ff",
+        "--failed-first",
+        "--nf",
+        "--new-first",
+        "--sw",
+        "--stepwise",
+        "--sw-skip",
+        "--stepwise-skip",
+        "--cache-clear",
+        "-x",
+        "--exitfirst",
+        "--pdb",
+        "--trace",
+        "--isolation-dry-run",
+        "--isolation-explain",
+        "--randomly-dont-reorganize",
+        "--randomly-dont-reset-seed",
+    }
+)
+
+
+class FindError(Exception):
+    """Bad input to the finder: the message names the option and value."""
+
+
+class OutOfTime(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Outcome:
+    victim: str
+    leaks: list[dict[str, Any]]
+    collected: list[str]
+    errors: list[str]
+
+
+def _positive(config: pytest.Config, dest: str, integer: bool) -> float | None:
+    value = config.getoption(dest)
+    if value is None:
+        return None
+    flag = "--" + dest.replace("_", "-")
+    try:
+        number = int(value) if integer else float(value)
+    except ValueError:
+        number = 0
+    if not 0 < number < float("inf"):
+        kind = "whole number" if integer else "number of seconds"
+        raise FindError(f"{flag}: invalid value {value!r}; expected a positive {kind}")
+    return number
+
+
+def probe_options(config: pytest.Config) -> list[str]:
+    """The invocation's options for the probes: without its test paths, the
+    finder's options, and what would change a probe's selection or order."""
+    args = [str(a) for a in config.invocation_params.args]
+    positional = set(config.args) if config.args_source == pytest.Config.ArgsSource.ARGS else set()
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if arg in positional or name in _DROP:
+            continue
+        if name in _TAKE_VALUE:
+            skip = "=" not in arg
+            continue
+        if arg.startswith("-n") and arg[2:] and (arg[2:].isdigit() or arg[2:] == "auto"):
+            continue
+        kept.append(arg)
+    return kept
+
+
+class Finder:
+    def __init__(self, config: pytest.Config, victim: str) -> None:
+        self.config = config
+        self.victim = self._nodeid(victim)
+        self.width = int(_positive(config, "isolation_probes", integer=True) or 1)
+        limit = _positive(config, "isolation_find_timeout", integer=False)
+        self.started = time.monotonic()
+        self.deadline = None if limit is None else self.started + limit
+        self.limit = limit
+        self.options = probe_options(config)
+        if config.pluginmanager.has_plugin("xdist"):
+            self.options += ["-n", "0"]
+        self.paths = list(config.args)
+        self.probes = 0
+        #: Each set already run, with whether it reproduced.
+        self.known: dict[tuple[str, ...], bool] = {}
+        self.goal = "failed"
+        #: How many candidates the current round of the search has left.
+        self.left = ""
+        self.order: list[str] = []
+        self.result: dict[str, Any] = {"version": 1, "victim": self.victim}
+
+    # -- input ---------------------------------------------------------------------
+
+    def _nodeid(self, raw: str) -> str:
+        path, sep, names = raw.partition("::")
+        if not sep or not names or not path:
+            raise FindError(
+                f"--isolation-find-polluter: {raw!r} is not a test's node id "
+                "(expected PATH::NAME, as pytest -v prints it)"
+            )
+        absolute = Path(self.config.invocation_params.dir, path)
+        try:
+            path = absolute.resolve().relative_to(self.config.rootpath.resolve()).as_posix()
+        except ValueError:
+            raise FindError(
+                f"--isolation-find-polluter: {raw!r} is outside the rootdir "
+                f"{str(self.config.rootpath)!r}"
+            ) from None
+        return f"{path}::{names}"
+
+    # -- output --------------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        sys.stdout.write(f"isolation: {line}\n")
+        sys.stdout.flush()
+
+    # -- probes --------------------------------------------------------------------
+
+    def _remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime
+        return left
+
+    def _start(self, args: Sequence[str]) -> tuple[subprocess.Popen[bytes], str]:
+        handle, path = tempfile.mkstemp(prefix="isolation-probe-", suffix=".json")
+        os.close(handle)
+        from pytest_isolation.probe import ENV
+
+        env = {**os.environ, ENV: path}
+        command = [sys.executable, "-m", "pytest", *args]
+        process = subprocess.Popen(
+            command,
+            cwd=self.config.invocation_params.dir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        return process, path
+
+    def _finish(self, process: subprocess.Popen[bytes], path: str) -> Outcome:
+        try:
+            _, stderr = process.communicate(timeout=self._remaining())
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            os.unlink(path)
+            raise OutOfTime from None
+        try:
+            with open(path, encoding="utf-8") as file:
+                data = json.load(file)
+        except (OSError, ValueError):
+            tail = stderr.decode(errors="replace").strip().splitlines()[-5:]
+            raise FindError(
+                "a probe run of pytest ended without a result (exit code "
+                f"{process.returncode}): " + " / ".join(tail)
+            ) from None
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)
+        return Outcome(
+            victim=data["outcomes"].get(self.victim, "not run"),
+            leaks=data["leaks"],
+            collected=data["collected"],
+            errors=data["collection_errors"],
+        )
+
+    def _run_many(self, runs: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> list[Outcome]:
+        common = [
+            *self.options,
+            "-p",
+            "pytest_isolation.probe",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "--isolation-leaks=off",
+            *extra,
+        ]
+        outcomes: list[Outcome] = []
+        for start in range(0, len(runs), self.width):
+            batch = [
+                self._start([*common, *nodeids]) for nodeids in runs[start : start + self.width]
+            ]
+            try:
+                outcomes += [self._finish(process, path) for process, path in batch]
+            except BaseException:
+                for process, path in batch:
+                    if process.poll() is None:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+                    if os.path.exists(path):
+                        os.unlink(path)
+                raise
+        return outcomes
+
+    def _collect(self) -> list[str]:
+        args = [
+            *self.options,
+            "-p",
+            "pytest_isolation.probe",
+            "-p",
+            "no:cacheprovider",
+            "--isolation-leaks=off",
+            "--collect-only",
+            "-q",
+            *self.paths,
+        ]
+        outcome = self._finish(*self._start(args))
+        return outcome.collected
+
+    def reproduces(self, sets: Sequence[Sequence[tuple[str, ...]]]) -> list[bool]:
+        """Whether the victim's outcome comes back after each set; a set already
+        run is answered from memory."""
+        runs = []
+        for units in sets:
+            chosen = {nodeid for unit in units for nodeid in unit}
+            runs.append((*(n for n in self.order if n in chosen), self.victim))
+        new = [run for run in dict.fromkeys(runs) if run not in self.known]
+        for run, outcome in zip(new, self._run_many(new), strict=True):
+            self.probes += 1
+            self.known[run] = outcome.victim == self.goal
+            verb = "fails" if outcome.victim == "failed" else outcome.victim
+            count = len(run) - 1
+            tests = f"{count} test{'s' if count != 1 else ''}"
+            left = f" ({self.left})" if self.left else ""
+            self.say(f"probe {self.probes}{left}: after {tests} it {verb}")
+        return [self.known[run] for run in runs]
+
+    def _note(self, text: str) -> None:
+        self.left = text
+
+    # -- the search ------------------------------------------------------------------
+
+    def run(self) -> int:
+        try:
+            code = self._search()
+        except OutOfTime:
+            self.say(
+                f"gave up: --isolation-find-timeout={self.limit:g} s ran out after "
+                f"{self.probes} probes"
+            )
+            self.result["outcome"] = "timed-out"
+            code = 1
+        self.result["probes"] = self.probes
+        self.result["seconds"] = round(time.monotonic() - self.started, 3)
+        path = self.config.getoption("isolation_find_json")
+        if path:
+            target = Path(self.config.invocation_params.dir, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+        return code
+
+    def _search(self) -> int:
+        from pytest_isolation.culprits import search
+
+        victim = self.victim
+        self.order = self._collect()
+        if victim not in self.order:
+            raise FindError(
+                f"--isolation-find-polluter: {victim} is not collected by these paths and "
+                f"options ({len(self.order)} tests collected)"
+            )
+        preceding = self.order[: self.order.index(victim)]
+        files = _files(preceding)
+        self.say(f"{victim}: {len(preceding)} tests in {len(files)} files run before it")
+        alone = self._run_many([[victim]])[0].victim
+        self.result["alone"] = alone
+        if alone == "failed":
+            self.goal = "passed"
+            self.result["kind"] = "state-setter"
+            self.say("it fails alone: it depends on state an earlier test sets; looking for that")
+        else:
+            self.result["kind"] = "polluter"
+            self.say(f"alone it {alone}")
+        after = self._run_many([[*preceding, victim]])[0].victim
+        self.result["after_all"] = after
+        if after != self.goal:
+            verb = "fails" if after == "failed" else after
+            self.say(
+                f"after all {len(preceding)} tests before it, it {verb} too: not "
+                "order-dependent in this order"
+            )
+            self.result["outcome"] = "not-order-dependent"
+            return 1
+        verb = "fails" if after == "failed" else after
+        self.say(f"after all {len(preceding)} tests before it, it {verb}: bisecting")
+        self.known[(*preceding, victim)] = True
+        culprits = search(files, self.reproduces, self.width, self._note)
+        self.result["culprits"] = culprits
+        self.result["outcome"] = "found"
+        self._report(culprits)
+        return 0
+
+    def _report(self, culprits: list[str]) -> None:
+        victim = self.victim
+        role = "polluter" if self.goal == "failed" else "state-setter"
+        if len(culprits) == 1:
+            self.say(f"{role}: {culprits[0]} ({self.probes} probes)")
+        else:
+            self.say(f"{role}s, needed together: {', '.join(culprits)} ({self.probes} probes)")
+        leaks = self._run_many([culprits], extra=["--isolation-leaks=warn"])[0].leaks
+        self.result["leaks"] = leaks
+        if leaks:
+            self.say("what it leaked:" if len(culprits) == 1 else "what they leaked:")
+            for leak in leaks:
+                site = f", at {leak['site']}" if leak.get("site") else ""
+                self.say(f"  [{leak['category']}] {leak['what']}{site} ({leak['owner']})")
+        else:
+            self.say("the leak guard found nothing it watches changed (see the limitations)")
+        options = _without_plugin(probe_options(self.config), "isolation")
+        command = [
+            "pytest",
+            *culprits,
+            victim,
+            *options,
+            "-p",
+            "isolation",
+            "--isolation-leaks=off",
+        ]
+        if self.config.pluginmanager.has_plugin("randomly"):  # its order is not the probes'
+            command = [*_without_plugin(command, "randomly"), "-p", "no:randomly"]
+        reproduce = " ".join(_quote(part) for part in command)
+        self.result["reproduce"] = reproduce
+        self.say(f"reproduce: {reproduce}")
+        victim_file = victim.split("::")[0]
+        apart = all(c.split("::")[0] != victim_file for c in culprits)
+        self.result["different_files"] = apart
+        if not apart:
+            self.say("--isolation-mode=file does not prevent it: they are in the same file")
+            self.result["file_mode_prevents"] = False
+            return
+        checked = self._run_many([[*culprits, victim]], extra=["--isolation-mode=file"])[0].victim
+        prevents = checked != self.goal
+        self.result["file_mode_prevents"] = prevents
+        if self.goal == "failed":
+            verdict = "prevents it" if prevents else "does not prevent it"
+        else:
+            verdict = (
+                "breaks it (the test needs the other file's state)" if prevents else "keeps it"
+            )
+        self.say(
+            f"--isolation-mode=file {verdict}: they are in different files "
+            f"(checked: {victim} {checked})"
+        )
+
+
+def _files(nodeids: Sequence[str]) -> list[tuple[str, ...]]:
+    """Consecutive tests of one file, grouped, in order."""
+    groups: list[list[str]] = []
+    for nodeid in nodeids:
+        path = nodeid.split("::")[0]
+        if groups and groups[-1][0].split("::")[0] == path:
+            groups[-1].append(nodeid)
+        else:
+            groups.append([nodeid])
+    return [tuple(group) for group in groups]
+
+
+def _without_plugin(options: list[str], name: str) -> list[str]:
+    """``options`` without ``-p NAME`` / ``-pNAME``."""
+    kept: list[str] = []
+    skip = False
+    for index, arg in enumerate(options):
+        if skip:
+            skip = False
+            continue
+        if arg == "-p" and index + 1 < len(options) and options[index + 1] == name:
+            skip = True
+            continue
+        if arg == f"-p{name}":
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _quote(part: str) -> str:
+    import shlex
+
+    return shlex.quote(part)
