@@ -5,6 +5,7 @@ pytest-mock, pytest-asyncio and hypothesis."""
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
@@ -191,3 +192,29 @@ def test_hypothesis_under_xdist_in_file_mode(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=4)
     assert (pytester.path / ".hypothesis").is_dir()
     assert run_guard(pytester, "-p", "_hypothesis_pytestplugin").ret == 0
+
+
+def test_rerunfailures_server_thread_does_not_force_spawn(pytester: pytest.Pytester) -> None:
+    """pytest-rerunfailures starts an idle server thread whenever pytest-xdist
+    is installed; ``auto`` still forks beside it, and says so."""
+    needs("pytest_rerunfailures")
+    needs("xdist")
+    pytester.makepyfile(test_one="def test_a(): pass\n")
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "xdist",
+        "-p",
+        "pytest_rerunfailures",
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        timeout=120,
+    )
+    result.assert_outcomes(passed=1)
+    if sys.platform == "linux":
+        result.stdout.fnmatch_lines(
+            [
+                "isolation: file mode, * (start method fork: auto, beside pytest-rerunfailures' "
+                "status-server thread)"
+            ]
+        )

@@ -17,12 +17,17 @@ def test_explicit_methods_are_kept(method: str) -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="auto forks only on Linux")
 def test_auto_forks_without_threads_and_spawns_with_them() -> None:
-    assert resolve_start("auto") == ("fork", "auto")
+    baseline = threading.active_count()  # this outer run's plugins may have idle threads
+    assert resolve_start("auto", baseline) == ("fork", "auto")
+    assert resolve_start("auto", baseline, "in a pytest-xdist worker") == (
+        "fork",
+        "auto, in a pytest-xdist worker",
+    )
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        method, reason = resolve_start("auto")
+        method, reason = resolve_start("auto", baseline)
     finally:
         stop.set()
         thread.join(timeout=10)

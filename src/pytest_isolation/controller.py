@@ -37,6 +37,7 @@ from pytest_isolation.placeholder import IsolatedFileItem
 from pytest_isolation.relay import FileRelay
 from pytest_isolation.runlog import RUNLOG_KEY
 from pytest_isolation.settings import Settings
+from pytest_isolation.settings import plugin_threads
 from pytest_isolation.settings import resolve_start
 from pytest_isolation.xdist_bridge import is_worker
 
@@ -98,9 +99,10 @@ class FileModeController:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        #: Threads of the process before any test ran (pytest-xdist's worker has an I/O thread).
-        self.baseline_threads = threading.active_count() if is_worker(config) else 1
-        self.method, self.reason = resolve_start(settings.start, self.baseline_threads)
+        #: Threads of the process before any test ran: the main one and the plugins' idle ones.
+        idle, beside = plugin_threads(config, is_worker(config))
+        self.baseline_threads = 1 + idle
+        self.method, self.reason = resolve_start(settings.start, self.baseline_threads, beside)
         self.node_args: NodeArgs | None = None
         self.notfound: list[str] = []
         #: A forked child prepared ahead of time for the next file.

@@ -356,9 +356,9 @@ class Finder:
         victim = self.victim
         role = "polluter" if self.goal == "failed" else "state-setter"
         if len(culprits) == 1:
-            self.say(f"{role}: {culprits[0]} ({self.probes} probes)")
+            self.say(f"{role}: {culprits[0]} ({_probes(self.probes)})")
         else:
-            self.say(f"{role}s, needed together: {', '.join(culprits)} ({self.probes} probes)")
+            self.say(f"{role}s, needed together: {', '.join(culprits)} ({_probes(self.probes)})")
         leaks = self._run_many([culprits], extra=["--isolation-leaks=warn"])[0].leaks
         self.result["leaks"] = leaks
         if leaks:
@@ -403,6 +403,10 @@ class Finder:
             f"--isolation-mode=file {verdict}: they are in different files "
             f"(checked: {victim} {checked})"
         )
+
+
+def _probes(count: int) -> str:
+    return "1 probe" if count == 1 else f"{count} probes"
 
 
 def _files(nodeids: Sequence[str]) -> list[tuple[str, ...]]:

@@ -99,16 +99,27 @@ def _count(config: pytest.Config, dest: str) -> int:
     return int(value)
 
 
-def resolve_start(start: str, baseline_threads: int = 1) -> tuple[str, str]:
+def resolve_start(start: str, baseline_threads: int = 1, beside: str = "") -> tuple[str, str]:
     """The start method to use and why, for ``auto``: fork on Linux unless
-    threads run (beyond ``baseline_threads``, e.g. pytest-xdist's I/O thread,
-    which the children never use)."""
+    threads run beyond ``baseline_threads``, the plugins' own idle threads
+    (``beside`` names them), which the children never use."""
     if start != "auto":
         return start, "requested"
     if not hasattr(os, "fork") or sys.platform != "linux":
         return "spawn", f"auto: fork is not the safe default on {sys.platform}"
     if threading.active_count() > baseline_threads:
         return "spawn", "auto: other threads are running in this process, fork is unsafe"
-    if baseline_threads > 1:
-        return "fork", "auto, in a pytest-xdist worker"
-    return "fork", "auto"
+    return "fork", f"auto, {beside}" if beside else "auto"
+
+
+def plugin_threads(config: pytest.Config, in_xdist_worker: bool) -> tuple[int, str]:
+    """Threads that plugins start at configuration and that sit idle while
+    tests run, and a phrase naming them: pytest-xdist's I/O thread in a
+    worker, pytest-rerunfailures' status server (started whenever
+    pytest-xdist is installed)."""
+    if in_xdist_worker:
+        return threading.active_count() - 1, "in a pytest-xdist worker"
+    database = getattr(config, "failures_db", None)
+    if type(database).__name__ == "ServerStatusDB":
+        return 1, "beside pytest-rerunfailures' status-server thread"
+    return 0, ""
