@@ -276,13 +276,12 @@ def prepare_forked(session: pytest.Session) -> ChildPlugin:
 
 def _leave_xdist(config: pytest.Config) -> None:
     """In a child forked from a pytest-xdist worker, stop xdist's worker plugin
-    from talking to the controller: the child reports to its parent only.
-    (The same private detail as ``xdist_bridge.worker_interactor``.)"""
-    if not hasattr(config, "workerinput"):
-        return
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor":
-            config.pluginmanager.unregister(plugin)
+    from talking to the controller: the child reports to its parent only."""
+    from pytest_isolation.xdist_bridge import worker_interactor
+
+    interactor = worker_interactor(config) if hasattr(config, "workerinput") else None
+    if interactor is not None:
+        config.pluginmanager.unregister(interactor)
 
 
 def run_forked(

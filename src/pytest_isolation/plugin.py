@@ -43,6 +43,32 @@ _SECONDS = {
 }
 
 
+#: Options taking a value, by dest, with their metavar, help and whether an
+#: ini key of the same name gives their default.
+_VALUES = {
+    "isolation_retries": (
+        "N",
+        "File mode: run a file whose child failed (failures, errors, crash, timeout) again in a "
+        "fresh process, up to N more times; a test that passes on a retry is reported passed "
+        "and listed as flaky (ini isolation_retries; default 0).",
+        True,
+    ),
+    "isolation_quarantine": (
+        "PATH",
+        "A file of known failures (node ids, paths or globs, '# reason'); they are reported as "
+        "quarantined and do not fail the run (ini isolation_quarantine, relative to the ini "
+        "file).",
+        True,
+    ),
+    "isolation_report": (
+        "PATH",
+        "Write a JSON run report: each file's outcome, duration, attempts, exit code or signal, "
+        "test and leak counts; flaky and quarantined tests; shard; versions.",
+        False,
+    ),
+}
+
+
 #: Options that act on file mode's child processes, by dest, with what they do.
 _FILE_MODE_ONLY = {
     "isolation_timeout": "bounds each file's child process",
@@ -111,34 +137,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write this run's file durations to --isolation-durations (default "
         "isolation-durations.json in the rootdir), to commit.",
     )
-    group.addoption(
-        "--isolation-retries",
-        dest="isolation_retries",
-        default=None,
-        metavar="N",
-        help="File mode: run a file whose child failed (failures, errors, crash, timeout) "
-        "again in a fresh process, up to N more times; a test that passes on a retry is "
-        "reported passed and listed as flaky (ini isolation_retries; default 0).",
-    )
-    parser.addini("isolation_retries", "Default of --isolation-retries.", default="")
-    group.addoption(
-        "--isolation-quarantine",
-        dest="isolation_quarantine",
-        default=None,
-        metavar="PATH",
-        help="A file of known failures (node ids, paths or globs, '# reason'); they are "
-        "reported as quarantined and do not fail the run (ini isolation_quarantine, relative "
-        "to the ini file).",
-    )
-    parser.addini("isolation_quarantine", "Default of --isolation-quarantine.", default="")
-    group.addoption(
-        "--isolation-report",
-        dest="isolation_report",
-        default=None,
-        metavar="PATH",
-        help="Write a JSON run report: each file's outcome, duration, attempts, exit code or "
-        "signal, test and leak counts; flaky and quarantined tests; shard; versions.",
-    )
+    for dest, (metavar, text, ini) in _VALUES.items():
+        flag = "--" + dest.replace("_", "-")
+        group.addoption(flag, dest=dest, default=None, metavar=metavar, help=text)
+        if ini:
+            parser.addini(dest, f"Default of {flag}.", default="")
     parser.addini(
         "isolation_allow_leaks",
         "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "

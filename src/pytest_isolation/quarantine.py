@@ -30,7 +30,6 @@ import pytest
 PLUGIN_NAME = "isolation-quarantine"
 #: The platform override's suffix, by ``sys.platform``.
 PLATFORMS = {"linux": "linux", "darwin": "macos", "win32": "windows"}
-_PLACEHOLDER_SUFFIX = "::<isolated file>"
 _ABSOLUTE = re.compile(r"^([A-Za-z]:)?[/\\]")
 
 
@@ -211,12 +210,13 @@ class Quarantine:
             self.passing[nodeid] = entry
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        from pytest_isolation.placeholder import IsolatedFileItem
+
         for item in items:
-            nodeid = item.nodeid
-            if nodeid.endswith(_PLACEHOLDER_SUFFIX):
-                self.opaque.add(nodeid.removesuffix(_PLACEHOLDER_SUFFIX))
+            if isinstance(item, IsolatedFileItem):  # another shard's file in file mode
+                self.opaque.add(item.nodeid.split("::", 1)[0])
             else:
-                self.seen.add(nodeid)
+                self.seen.add(item.nodeid)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and report.nodeid:

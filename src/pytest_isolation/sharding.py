@@ -10,13 +10,10 @@ from pathlib import Path
 import pytest
 
 from pytest_isolation import shard
+from pytest_isolation.runlog import file_of
 
 PLUGIN_NAME = "isolation-shard"
 DEFAULT_DURATIONS = "isolation-durations.json"
-
-
-def _file_of(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
 
 
 class Sharding:
@@ -59,13 +56,13 @@ class Sharding:
     ) -> None:
         if self.shard is None:
             return
-        files = {_file_of(item.nodeid) for item in items}
+        files = {file_of(item.nodeid) for item in items}
         assignment, self.used_strategy = shard.assign(
             files, self.shard.total, self.strategy, self.known
         )
         mine = self.shard.index - 1
-        kept = [item for item in items if assignment[_file_of(item.nodeid)] == mine]
-        dropped = [item for item in items if assignment[_file_of(item.nodeid)] != mine]
+        kept = [item for item in items if assignment[file_of(item.nodeid)] == mine]
+        dropped = [item for item in items if assignment[file_of(item.nodeid)] != mine]
         self.counts = (sum(1 for shard_of in assignment.values() if shard_of == mine), len(files))
         if dropped:
             config.hook.pytest_deselected(items=dropped)
@@ -82,7 +79,7 @@ class Sharding:
         )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.measured[_file_of(report.nodeid)] += report.duration
+        self.measured[file_of(report.nodeid)] += report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.measured or self.config.option.collectonly:
