@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from pytest_isolation.child import _detach_terminal
+from pytest_isolation.filemode.child import _detach_terminal
 
 
 def test_detached_terminal_keeps_the_terminal_writer(pytester: pytest.Pytester) -> None:
@@ -31,10 +33,35 @@ def test_failed_comparison_is_explained_in_a_child(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(["*At index 1 diff: 2 != 3*"])
 
 
-def test_parent_plugin_names_match_the_plugins() -> None:
-    """A forked child unregisters the parent's plugins by these names."""
-    from pytest_isolation import child
-    from pytest_isolation import runlog
-    from pytest_isolation import sharding
+def test_a_forked_child_unregisters_the_parent_s_plugins(pytester: pytest.Pytester) -> None:
+    """A forked child unregisters the parent's plugins by the names in
+    ``names.PARENT_ONLY``: registered in the parent, gone in the child."""
+    check = """
+        import json
+        from pathlib import Path
+        from pytest_isolation.core import names
 
-    assert child.PARENT_PLUGIN_NAMES == (sharding.PLUGIN_NAME, runlog.PLUGIN_NAME)
+        def registered(config):
+            return [config.pluginmanager.has_plugin(name) for name in names.PARENT_ONLY]
+    """
+    pytester.makeconftest(
+        check
+        + """
+        def pytest_sessionfinish(session):  # the parent's: a child ends before it
+            Path("parent.json").write_text(json.dumps(registered(session.config)))
+        """
+    )
+    pytester.makepyfile(
+        test_a="""
+        from conftest import registered, json, Path
+
+        def test_x(request):
+            Path("child.json").write_text(json.dumps(registered(request.config)))
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-mode=file", "--isolation-start=fork", timeout=120
+    )
+    result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "parent.json").read_text()) == [True, True, True]
+    assert json.loads((pytester.path / "child.json").read_text()) == [False, False, False]

@@ -11,11 +11,11 @@ import pytest
 
 from conftest import literal
 from conftest import run_guard
-from pytest_isolation.culprits import Unit
-from pytest_isolation.culprits import minimal
-from pytest_isolation.culprits import one
-from pytest_isolation.culprits import search
-from pytest_isolation.culprits import split
+from pytest_isolation.diagnose.bisection import Unit
+from pytest_isolation.diagnose.bisection import minimal
+from pytest_isolation.diagnose.bisection import one
+from pytest_isolation.diagnose.bisection import search
+from pytest_isolation.diagnose.bisection import split
 
 FILLER = "def test_one(): pass\ndef test_two(): pass\n"
 VICTIM = """

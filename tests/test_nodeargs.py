@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_isolation.child import matches
-from pytest_isolation.nodeargs import split_node_args
+from pytest_isolation.core.nodeid import matches
+from pytest_isolation.filemode.nodeargs import split_node_args
 
 ROOT = Path("/work/suite")
 

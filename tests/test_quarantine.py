@@ -12,9 +12,9 @@ import pytest
 
 from conftest import run_file_mode
 from conftest import run_guard
-from pytest_isolation.quarantine import PLATFORMS
-from pytest_isolation.quarantine import Entry
-from pytest_isolation.quarantine import parse
+from pytest_isolation.ci.quarantine import PLATFORMS
+from pytest_isolation.ci.quarantine import Entry
+from pytest_isolation.ci.quarantine import parse
 
 SUITE = {
     "test_a": """

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from pytest_isolation.settings import resolve_start
+from pytest_isolation.core.settings import resolve_start
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

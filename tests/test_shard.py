@@ -10,11 +10,11 @@ import pytest
 
 from conftest import TIMEOUT
 from conftest import run_file_mode
-from pytest_isolation.shard import Shard
-from pytest_isolation.shard import assign
-from pytest_isolation.shard import by_duration
-from pytest_isolation.shard import from_environment
-from pytest_isolation.shard import parse
+from pytest_isolation.ci.split import Shard
+from pytest_isolation.ci.split import assign
+from pytest_isolation.ci.split import by_duration
+from pytest_isolation.ci.split import from_environment
+from pytest_isolation.ci.split import parse
 
 FILES = [f"tests/test_{name}.py" for name in range(23)]
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from pytest_isolation.wire import ChildSpec
-from pytest_isolation.wire import Sender
-from pytest_isolation.wire import receive
+from pytest_isolation.filemode.wire import ChildSpec
+from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.filemode.wire import receive
 
 
 def test_spec_round_trips_through_the_environment() -> None:

@@ -166,11 +166,11 @@ def test_shard_first_then_distribute(pytester: pytest.Pytester) -> None:
 
 
 def test_the_xdist_worker_plugin_is_still_found(pytester: pytest.Pytester) -> None:
-    """The fence of ``xdist_bridge.worker_interactor``: fails loudly if
+    """The fence of ``core.xdist.worker_interactor``: fails loudly if
     pytest-xdist renames its worker plugin or its ``item_index``."""
     pytester.makepyfile(
         test_fence="""
-        from pytest_isolation.xdist_bridge import worker_interactor
+        from pytest_isolation.core.xdist import worker_interactor
 
         def test_found(request):
             interactor = worker_interactor(request.config)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
+from pytest_isolation.core.warnings import IsolationWarning
+from pytest_isolation.core.warnings import LeakedStateWarning
 
 if TYPE_CHECKING:  # the real imports are lazy, see __getattr__ below
     from pytest_isolation.fixtures import IsolatedTmp as IsolatedTmp
@@ -55,15 +56,3 @@ def __getattr__(name: str) -> object:
     import importlib
 
     return getattr(importlib.import_module(module), name)
-
-
-class IsolationWarning(pytest.PytestWarning):
-    """Base class of the warnings pytest-isolation emits."""
-
-    __module__ = "pytest_isolation"
-
-
-class LeakedStateWarning(IsolationWarning):
-    """A test or fixture left process-wide state changed (the leak guard)."""
-
-    __module__ = "pytest_isolation"

@@ -6,18 +6,23 @@ import os
 
 import pytest
 
+from pytest_isolation.core import hookspecs
+from pytest_isolation.core import names
+from pytest_isolation.core.names import CHILD_ENV
+from pytest_isolation.core.settings import CHOICES
+from pytest_isolation.core.settings import Settings
+from pytest_isolation.core.xdist import ControllerInput
+from pytest_isolation.core.xdist import WorkerOutput
+from pytest_isolation.core.xdist import is_controller
+from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.guard.allow import MARKER_HELP
-from pytest_isolation.settings import CHOICES
-from pytest_isolation.settings import Settings
-from pytest_isolation.wire import CHILD_ENV
-from pytest_isolation.wire import GUARD_NAME
 
 #: The isolation fixtures come with the plugin (a conftest can load them alone), and
 #: the selector and the polluter finder, inert unless their options are given.
 pytest_plugins = [
     "pytest_isolation.fixtures",
-    "pytest_isolation.selecting",
-    "pytest_isolation.finder",
+    "pytest_isolation.selector.plugin",
+    "pytest_isolation.diagnose.plugin",
 ]
 
 _HELP = {
@@ -74,6 +79,10 @@ _FILE_MODE_ONLY = {
     "isolation_timeout": "bounds each file's child process",
     "isolation_retries": "reruns a failed file in a fresh process",
 }
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -160,75 +169,80 @@ def pytest_configure(config: pytest.Config) -> None:
             option = "--" + flag.replace("_", "-")
             raise pytest.UsageError(f"{option} {what}: it needs --isolation-mode=file")
     config.addinivalue_line("markers", MARKER_HELP)
+    # The parts are imported when switched on: a spawned file-mode child loads this module too.
     if settings.leaks != "off":
+        from pytest_isolation.guard.watch import GUARD_KEY
         from pytest_isolation.guard.watch import LeakGuard
 
         guard = LeakGuard(config, settings.leaks, settings.deep)
-        config.pluginmanager.register(guard, GUARD_NAME)
+        config.stash[GUARD_KEY] = guard
+        config.pluginmanager.register(guard, names.GUARD)
     _register_quarantine(config)  # in children too: they make the reports
-    if not _lists_fixtures(config):
-        from pytest_isolation.explain import PLUGIN_NAME as EXPLAIN_NAME
-        from pytest_isolation.explain import PatchReach
+    lists_fixtures = _lists_fixtures(config)
+    if not lists_fixtures:
+        from pytest_isolation.diagnose.patches import PatchReach
 
-        config.pluginmanager.register(PatchReach(config), EXPLAIN_NAME)
-    if child is None and not _lists_fixtures(config):
-        from pytest_isolation.runlog import PLUGIN_NAME as RUNLOG_NAME
-        from pytest_isolation.runlog import RUNLOG_KEY
-        from pytest_isolation.runlog import RunLog
-        from pytest_isolation.sharding import PLUGIN_NAME
-        from pytest_isolation.sharding import Sharding
-
-        config.pluginmanager.register(Sharding(config), PLUGIN_NAME)
-        runlog = RunLog(config, settings.mode)
-        config.stash[RUNLOG_KEY] = runlog
-        config.pluginmanager.register(runlog, RUNLOG_NAME)
+        config.pluginmanager.register(PatchReach(config), names.PATCHES)
+    if child is None and not lists_fixtures:
+        _register_run_records(config, settings.mode)
     if child is not None:
-        from pytest_isolation.child import install_spawned
-        from pytest_isolation.wire import ChildSpec
+        from pytest_isolation.filemode.child import install_spawned
+        from pytest_isolation.filemode.wire import ChildSpec
 
         install_spawned(config, ChildSpec.from_env(child))
         return
-    if _register_xdist_bridge(config, settings.mode == "file"):
+    if _register_xdist(config, settings.mode == "file"):
         return  # an xdist controller: its workers collect and run the files
-    if settings.mode == "file" and not _lists_fixtures(config):
-        from pytest_isolation.controller import CONTROLLER_NAME
-        from pytest_isolation.controller import FileModeController
-        from pytest_isolation.controller import check_compatible
-        from pytest_isolation.placeholder import CONTROLLER_KEY
+    if settings.mode == "file" and not lists_fixtures:
+        from pytest_isolation.filemode.controller import FileModeController
+        from pytest_isolation.filemode.controller import check_compatible
 
         check_compatible(config)
-        controller = FileModeController(config, settings)
-        config.stash[CONTROLLER_KEY] = controller
-        config.pluginmanager.register(controller, CONTROLLER_NAME)
+        config.pluginmanager.register(FileModeController(config, settings), names.CONTROLLER)
 
 
-def _register_xdist_bridge(config: pytest.Config, file_mode: bool) -> bool:
-    """Under pytest-xdist, the bridge between workers and controller; True
-    in the controller."""
-    from pytest_isolation import xdist_bridge
+def _register_run_records(config: pytest.Config, mode: str) -> None:
+    """The parent's sharding and run report (never in a file-mode child)."""
+    from pytest_isolation.ci.runreport import RunReport
+    from pytest_isolation.ci.sharding import SHARDING_KEY
+    from pytest_isolation.ci.sharding import Sharding
 
-    if xdist_bridge.is_worker(config):
-        worker = xdist_bridge.WorkerBridge(config)
-        config.pluginmanager.register(worker, xdist_bridge.WORKER_BRIDGE)
-        return False
-    if xdist_bridge.is_controller(config):
+    sharding = Sharding(config)
+    config.stash[SHARDING_KEY] = sharding
+    config.pluginmanager.register(sharding, names.SHARDING)
+    config.pluginmanager.register(RunReport(config, mode), names.RUN_REPORT)
+
+
+def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
+    """Under pytest-xdist, the exchange between workers and controller, and file
+    mode's part on either side; True in the controller."""
+    if is_worker(config):
+        config.pluginmanager.register(WorkerOutput(config), names.XDIST_OUTPUT)
         if file_mode:
-            from pytest_isolation.controller import check_compatible
+            from pytest_isolation.filemode.xdist import WorkerFileMode
 
-            check_compatible(config)
-        controller = xdist_bridge.ControllerBridge(config, file_mode)
-        config.pluginmanager.register(controller, xdist_bridge.CONTROLLER_BRIDGE)
-        return True
-    return False
+            config.pluginmanager.register(WorkerFileMode(config), names.XDIST_WORKER)
+        return False
+    if not is_controller(config):
+        return False
+    config.pluginmanager.register(ControllerInput(config), names.XDIST_OUTPUT)
+    if file_mode:
+        from pytest_isolation.filemode.controller import check_compatible
+        from pytest_isolation.filemode.xdist import ControllerFileMode
+
+        check_compatible(config)
+        config.pluginmanager.register(ControllerFileMode(config), names.XDIST_CONTROLLER)
+    return True
 
 
 def _register_quarantine(config: pytest.Config) -> None:
-    from pytest_isolation import quarantine
+    from pytest_isolation.ci import quarantine
 
     found = quarantine.from_config(config)
     if found is not None:
         plugin = quarantine.Quarantine(config, *found)
-        config.pluginmanager.register(plugin, quarantine.PLUGIN_NAME)
+        config.stash[quarantine.QUARANTINE_KEY] = plugin
+        config.pluginmanager.register(plugin, names.QUARANTINE)
 
 
 def _lists_fixtures(config: pytest.Config) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import types
-from collections.abc import Callable
 from collections.abc import Generator
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,9 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation import LeakedStateWarning
+from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.records import Leak
+from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.attributes import Attributes
@@ -55,7 +56,6 @@ from pytest_isolation.guard.process import Loggers
 from pytest_isolation.guard.process import SysModules
 from pytest_isolation.guard.process import WorkingDirectory
 from pytest_isolation.guard.process import text
-from pytest_isolation.guard.report import Leak
 from pytest_isolation.guard.report import LeakLog
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
 from pytest_isolation.guard.sites import CWD_EVENTS
@@ -81,10 +81,13 @@ PATCHERS = ("mock", "fakefs")
 IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
 MONKEYPATCH_HINT = "call its undo(), or use the monkeypatch fixture or MonkeyPatch.context()"
 _CURRENT_TEST = (b"PYTEST_CURRENT_TEST", "PYTEST_CURRENT_TEST")
+#: The run's guard, for the parts that hand it leaks found elsewhere.
+GUARD_KEY = pytest.StashKey["LeakGuard"]()
 
 
 class LeakGuard:
-    """Registered as ``isolation-guard`` unless ``--isolation-leaks=off``."""
+    """Registered as ``isolation-guard``, and kept under :data:`GUARD_KEY`,
+    unless ``--isolation-leaks=off``."""
 
     def __init__(self, config: pytest.Config, policy: str, deep: bool) -> None:
         self.config = config
@@ -93,11 +96,7 @@ class LeakGuard:
         self.allowances = allow.parse(
             config.getini("isolation_allow_leaks"), "isolation_allow_leaks (ini)"
         )
-        self.log = LeakLog(policy)
-        #: In a file-mode child: imports and files are contained by the process.
-        self.contained = False
-        #: Set in a file-mode child: sends each leak to the parent.
-        self.forward: Callable[[Leak], None] | None = None
+        self.log = LeakLog(policy, self._announce)
         self.sites = Sites(config.rootpath)
         self.watch = Watchlist(config.rootpath, self.sites.roots)
         self.attributes = Attributes(self.sites, lazy=deep)
@@ -135,6 +134,14 @@ class LeakGuard:
         self.seen: Seen = {}
         self.listening = False
         self._outer: tuple[Any, Any, Any] | None = None
+
+    @property
+    def contained(self) -> bool:
+        """In a file-mode child: the process contains what imports and files change."""
+        return self.config.stash.get(IN_CHILD, False)
+
+    def _announce(self, leak: Leak) -> None:
+        self.config.hook.pytest_isolation_leak(config=self.config, leak=leak)
 
     # -- process-wide recorders --------------------------------------------
 
@@ -243,7 +250,7 @@ class LeakGuard:
         self.seen.clear()
         escalated = False
         for leak in leaks:
-            self._record(leak)
+            self.log.add(leak)
             if self.policy == "warn":
                 try:
                     collector.warn(LeakedStateWarning(leak.message()))
@@ -552,18 +559,13 @@ class LeakGuard:
             what = f"{category.label(item.key)} (rebound to a new list with the same items)"
         return Leak(owner, kind, category.name, self._subject(item), what, site=site, hint=hint)
 
-    def _record(self, leak: Leak) -> None:
-        self.log.add(leak)
-        if self.forward is not None:
-            self.forward(leak)
-
     def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
         """Record and report; returns the warnings ``-W error`` escalated, to raise
         once the guard's own work is done."""
         __tracebackhide__ = True
         leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
         for leak in leaks:
-            self._record(leak)
+            self.log.add(leak)
         escalated: list[Warning] = []
         for leak in leaks:
             message = leak.message()
@@ -576,9 +578,17 @@ class LeakGuard:
                 self.pending.append(message)
         return escalated
 
-    def record(self, fields: dict[str, Any]) -> None:
+    def record(self, leak: Leak) -> None:
         """A leak found in a file-mode child, for this (the parent's) summary."""
-        self.log.add(Leak(**fields))
+        self.log.add(leak)
+
+    def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
+        leaks = self.log.by_owner.values()
+        output["leaks"] = [leak.to_wire() for found in leaks for leak in found]
+
+    def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
+        for fields in output.get("leaks", ()):
+            self.log.add(Leak(**fields))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         self.log.summarize(terminalreporter)

@@ -3,5 +3,5 @@
 :mod:`.project` finds the files and import roots, :mod:`.parse` reads each
 file's imports, :mod:`.graph` links them, :mod:`.scopes` selects, and
 :mod:`.decision` caps, refuses and explains.  The hooks are in
-:mod:`pytest_isolation.selecting`.
+:mod:`.plugin`, its options in :mod:`.options`, the run in :mod:`.run`.
 """

@@ -1,6 +1,6 @@
 """Running the selector: from the options to a decision, and the plugin that
 carries a selection through the session.  Imported only when the selector
-runs (see :mod:`pytest_isolation.selecting`)."""
+runs (see :mod:`pytest_isolation.selector.plugin`)."""
 
 from __future__ import annotations
 
@@ -12,34 +12,35 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation.selecting import CACHE_KEY
-from pytest_isolation.selecting import PLUGIN_NAME
-from pytest_isolation.selecting import SCOPE_CHOICES
-from pytest_isolation.selecting import UNMAPPED_CHOICES
-from pytest_isolation.selecting import WORKER_KEY
-from pytest_isolation.selecting import gate_open
+from pytest_isolation import __version__
+from pytest_isolation.core import options
+from pytest_isolation.filemode.nodes import COLLECT_IN_CHILD
+from pytest_isolation.filemode.nodes import ChildCollectionError
+from pytest_isolation.filemode.nodes import IsolatedFile
+from pytest_isolation.filemode.nodes import IsolatedFileItem
 from pytest_isolation.selector import decision as decide
 from pytest_isolation.selector import inputs
 from pytest_isolation.selector.decision import Caps
 from pytest_isolation.selector.decision import Decision
 from pytest_isolation.selector.graph import ImportGraph
 from pytest_isolation.selector.graph import load_facts
+from pytest_isolation.selector.options import CACHE_KEY
+from pytest_isolation.selector.options import SCOPE_CHOICES
+from pytest_isolation.selector.options import UNMAPPED_CHOICES
+from pytest_isolation.selector.options import WORKER_KEY
+from pytest_isolation.selector.options import gate_open
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.project import build
 from pytest_isolation.selector.scopes import select
 
-__all__ = ["PLUGIN_NAME", "Selector", "record", "run_selector"]
+__all__ = ["Selector", "record", "run_selector"]
 
 
 def _number(config: pytest.Config, dest: str) -> int | None:
-    value = config.getoption(dest)
-    if value is None:
-        return None
-    text = str(value)
-    if not (text.isascii() and text.isdigit()):
-        flag = "--" + dest.replace("_", "-")
-        raise inputs.InvalidInput(f"{flag}: invalid value {text!r}; expected a whole number")
-    return int(text)
+    try:
+        return options.count(config, dest, ini=False, expected="a whole number", blank_ok=False)
+    except pytest.UsageError as error:
+        raise inputs.InvalidInput(str(error)) from None
 
 
 def _caps(config: pytest.Config) -> Caps:
@@ -52,12 +53,10 @@ def _caps(config: pytest.Config) -> Caps:
 
 
 def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
-    value = str(config.getoption(dest))
-    if value not in choices:
-        flag = "--" + dest.replace("_", "-")
-        allowed = ", ".join(repr(c) for c in choices)
-        raise inputs.InvalidInput(f"{flag}: invalid value {value!r}; choose from {allowed}")
-    return value
+    try:
+        return options.choice(config, dest, choices, ini=False)
+    except pytest.UsageError as error:
+        raise inputs.InvalidInput(str(error)) from None
 
 
 def _cache(config: pytest.Config) -> pytest.Cache | None:
@@ -197,8 +196,6 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
 
 
 def _graph(config: pytest.Config, project: Project, decision: Decision) -> ImportGraph:
-    from pytest_isolation import __version__
-
     cache = _cache(config)
     cached = cache.get(CACHE_KEY, None) if cache is not None else None
     loaded = load_facts(project, cached, __version__)
@@ -256,21 +253,16 @@ class Selector:
 
 def count_items(session: pytest.Session) -> int:
     """Tests selected; in file mode the files' children collect them to count."""
-    from pytest_isolation.controller import CONTROLLER_NAME
-    from pytest_isolation.placeholder import ChildCollectionError
-    from pytest_isolation.placeholder import IsolatedFile
-    from pytest_isolation.placeholder import IsolatedFileItem
-
-    controller = session.config.pluginmanager.get_plugin(CONTROLLER_NAME)
+    collect_in_child = session.config.stash.get(COLLECT_IN_CHILD, None)
     total = 0
     for item in session.items:
-        if controller is None or not isinstance(item, IsolatedFileItem):
+        if collect_in_child is None or not isinstance(item, IsolatedFileItem):
             total += 1
             continue
         file = item.parent
         assert isinstance(file, IsolatedFile)
         try:
-            stand_ins = controller.collect_in_child(file)
+            stand_ins = collect_in_child(file)
         except (ChildCollectionError, pytest.skip.Exception):
             continue
         total += sum(1 for test in stand_ins if not test.deselected_in_child)

@@ -9,6 +9,8 @@ import threading
 
 import pytest
 
+from pytest_isolation.core import options
+
 MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
 START_METHODS = ("auto", "fork", "spawn")
@@ -40,63 +42,18 @@ class Settings:
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         deep = config.getoption("isolation_leaks_deep") or config.getini("isolation_leaks_deep")
-        timeout = _seconds(config, "isolation_timeout")
-        grace = _seconds(config, "isolation_kill_grace")
+        timeout = options.seconds(config, "isolation_timeout")
+        grace = options.seconds(config, "isolation_kill_grace")
         return cls(
             timeout=timeout,
             kill_grace=10.0 if grace is None else grace,
-            retries=_count(config, "isolation_retries"),
+            retries=options.count(config, "isolation_retries") or 0,
             **{
-                dest.removeprefix("isolation_"): _choice(config, dest, choices)
+                dest.removeprefix("isolation_"): options.choice(config, dest, choices)
                 for dest, choices in CHOICES.items()
             },
             deep=bool(deep),
         )
-
-
-def _raw(config: pytest.Config, dest: str) -> tuple[str, str]:
-    """The command-line value if given, else the ini value, and where it came from."""
-    value = config.getoption(dest)
-    if value is not None:
-        return str(value), "--" + dest.replace("_", "-")
-    return str(config.getini(dest)).strip(), f"{dest} (ini)"
-
-
-def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
-    """The value of ``dest``, checked against ``choices``."""
-    value, source = _raw(config, dest)
-    if value not in choices:
-        allowed = ", ".join(repr(c) for c in choices)
-        raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
-    return value
-
-
-def _seconds(config: pytest.Config, dest: str) -> float | None:
-    """A positive number of seconds from the option or the ini key; None if unset."""
-    value, source = _raw(config, dest)
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):  # also refuses nan
-        raise pytest.UsageError(
-            f"{source}: invalid value {value!r}; expected a positive number of seconds"
-        )
-    return seconds
-
-
-def _count(config: pytest.Config, dest: str) -> int:
-    """A whole number >= 0 from the option or the ini key; 0 if unset."""
-    value, source = _raw(config, dest)
-    if not value:
-        return 0
-    if not (value.isascii() and value.isdigit()):
-        raise pytest.UsageError(
-            f"{source}: invalid value {value!r}; expected a whole number of 0 or more"
-        )
-    return int(value)
 
 
 def resolve_start(start: str, baseline_threads: int = 1, beside: str = "") -> tuple[str, str]:

@@ -13,35 +13,39 @@ from collections.abc import Generator
 from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from typing import NamedTuple
 
 import pytest
 
-from pytest_isolation import wire
-from pytest_isolation.child import CONTROLLER_NAME
-from pytest_isolation.child import prepare_forked
-from pytest_isolation.child import run_forked
-from pytest_isolation.launch import Child
-from pytest_isolation.launch import ForkServer
-from pytest_isolation.launch import Warm
-from pytest_isolation.launch import describe_exit
-from pytest_isolation.launch import end_tree
-from pytest_isolation.launch import fork_warm
-from pytest_isolation.launch import spawn_child
-from pytest_isolation.nodeargs import NodeArgs
-from pytest_isolation.nodeargs import split_node_args
-from pytest_isolation.placeholder import ChildCollectionError
-from pytest_isolation.placeholder import ChildTest
-from pytest_isolation.placeholder import IsolatedFile
-from pytest_isolation.placeholder import IsolatedFileItem
-from pytest_isolation.relay import FileRelay
-from pytest_isolation.runlog import RUNLOG_KEY
-from pytest_isolation.settings import Settings
-from pytest_isolation.settings import plugin_threads
-from pytest_isolation.settings import resolve_start
-from pytest_isolation.xdist_bridge import is_worker
+from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.settings import Settings
+from pytest_isolation.core.settings import plugin_threads
+from pytest_isolation.core.settings import resolve_start
+from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.filemode import wire
+from pytest_isolation.filemode.child import prepare_forked
+from pytest_isolation.filemode.child import run_forked
+from pytest_isolation.filemode.launch import Child
+from pytest_isolation.filemode.launch import ForkServer
+from pytest_isolation.filemode.launch import Warm
+from pytest_isolation.filemode.launch import describe_exit
+from pytest_isolation.filemode.launch import end_tree
+from pytest_isolation.filemode.launch import fork_warm
+from pytest_isolation.filemode.launch import spawn_child
+from pytest_isolation.filemode.nodeargs import NodeArgs
+from pytest_isolation.filemode.nodeargs import fail_if_not_found
+from pytest_isolation.filemode.nodeargs import split_node_args
+from pytest_isolation.filemode.nodeargs import write_not_found
+from pytest_isolation.filemode.nodes import COLLECT_IN_CHILD
+from pytest_isolation.filemode.nodes import ChildCollectionError
+from pytest_isolation.filemode.nodes import ChildTest
+from pytest_isolation.filemode.nodes import IsolatedFile
+from pytest_isolation.filemode.nodes import IsolatedFileItem
+from pytest_isolation.filemode.relay import FileRelay
 
-__all__ = ["CONTROLLER_NAME", "FileModeController", "check_compatible"]
+__all__ = ["FileModeController", "check_compatible"]
 
 # Options of pytest's own selection whose work moves into the children, by dest.
 _CHILD_SELECTION_OPTIONS = {"keyword": "", "markexpr": "", "deselect": None}
@@ -94,7 +98,11 @@ def shared_basetemp(config: pytest.Config) -> Path | None:
 
 
 class FileModeController:
-    """Runs every test file in a child process and replays its reports."""
+    """Runs every test file in a child process and replays its reports.
+
+    Registered as ``isolation-controller`` in file mode (in each xdist worker
+    too); it offers :meth:`collect_in_child` under ``COLLECT_IN_CHILD``.
+    """
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
@@ -102,7 +110,9 @@ class FileModeController:
         #: Threads of the process before any test ran: the main one and the plugins' idle ones.
         idle, beside = plugin_threads(config, is_worker(config))
         self.baseline_threads = 1 + idle
-        self.method, self.reason = resolve_start(settings.start, self.baseline_threads, beside)
+        method, self.reason = resolve_start(settings.start, self.baseline_threads, beside)
+        self.method = method
+        config.stash[COLLECT_IN_CHILD] = self.collect_in_child
         self.node_args: NodeArgs | None = None
         self.notfound: list[str] = []
         #: A forked child prepared ahead of time for the next file.
@@ -118,6 +128,15 @@ class FileModeController:
         self.basetemp: Path | None = None
         self.spawned = 0
         config.add_cleanup(self.close)
+
+    @property
+    def method(self) -> str:
+        """How children start: ``fork`` or ``spawn`` (kept in the stash for the run report)."""
+        return self.config.stash[START_METHOD]
+
+    @method.setter
+    def method(self, value: str) -> None:
+        self.config.stash[START_METHOD] = value
 
     # -- collection: one placeholder per test file, nothing imported ----------
 
@@ -162,7 +181,7 @@ class FileModeController:
         if cache is None or not self.config.getoption("lf", False):
             return
         root = self.config.rootpath
-        failed = {root / nodeid.split("::")[0] for nodeid in cache.get("cache/lastfailed", {})}
+        failed = {root / file_of(nodeid) for nodeid in cache.get("cache/lastfailed", {})}
         if any(isinstance(i, IsolatedFileItem) and i.path in failed for i in items):
             items[:] = [i for i in items if not isinstance(i, IsolatedFileItem) or i.path in failed]
 
@@ -221,9 +240,10 @@ class FileModeController:
                 break
             child = None
         relay.conclude()
-        runlog = self.config.stash.get(RUNLOG_KEY, None)
-        if runlog is not None:
-            runlog.file_ran(relay.record, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self.config.hook.pytest_isolation_file_finished(
+            config=self.config, record=relay.record, seconds=seconds
+        )
         if death is None and following is not None and not self._may_be_stolen():
             self._start_next(following)
 
@@ -260,7 +280,7 @@ class FileModeController:
             path=str(file.path), selectors=self._selectors(file.path), collect_only=True
         )
         death = self._relay(self._start(spec, file), relay)
-        for report in relay.problems:
+        for report in relay.collection.problems:
             if report.skipped:
                 reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
                 reason = reason.removeprefix("Skipped: ")
@@ -271,8 +291,9 @@ class FileModeController:
             raise ChildCollectionError(
                 f"isolation: the process collecting {file.nodeid} {how}\n{tail}"
             )
-        tests = [ChildTest.for_nodeid(file, nodeid) for nodeid in relay.collected or ()]
-        dropped = [ChildTest.for_nodeid(file, nodeid, True) for nodeid in relay.deselected]
+        found = relay.collection
+        tests = [ChildTest.for_nodeid(file, nodeid) for nodeid in found.collected or ()]
+        dropped = [ChildTest.for_nodeid(file, nodeid, True) for nodeid in found.deselected]
         return tests + dropped
 
     def _relay(self, child: Child, relay: FileRelay) -> Death | None:
@@ -286,7 +307,7 @@ class FileModeController:
         try:
             for kind, payload in wire.receive(child.stream, deadline):
                 relay.handle(kind, payload)
-                if relay.finished:
+                if relay.end.finished:
                     break
         except wire.TimedOut:
             end_tree(child, self.settings.kill_grace)
@@ -297,13 +318,14 @@ class FileModeController:
         except BaseException:
             _end(child)
             raise
-        if relay.interrupted:
+        end = relay.end
+        if end.interrupted:
             _end(child)
             relay.conclude()
-            if relay.exit_reason is not None:
-                pytest.exit(relay.exit_reason, relay.exit_code)
+            if end.exit_reason is not None:
+                pytest.exit(end.exit_reason, end.exit_code)
             raise KeyboardInterrupt
-        if relay.finished:
+        if end.finished:
             _pass_through(child.stderr_text())
             child.close()
             relay.process_ended(0)
@@ -406,12 +428,15 @@ class FileModeController:
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.notfound:
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        fail_if_not_found(session, self.notfound)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        for arg in self.notfound:
-            terminalreporter.write_line(f"ERROR: not found: {arg}", red=True)
+        write_not_found(terminalreporter, self.notfound)
+
+    def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
+        """In an xdist worker: what the controller's summary and run report need."""
+        output["notfound"] = list(self.notfound)
+        output["start_method"] = self.method
 
 
 _SESSION = pytest.StashKey[pytest.Session]()

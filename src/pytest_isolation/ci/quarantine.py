@@ -27,7 +27,11 @@ from typing import Any
 
 import pytest
 
-PLUGIN_NAME = "isolation-quarantine"
+from pytest_isolation.core import options
+from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.nodeid import selects
+
 #: The platform override's suffix, by ``sys.platform``.
 PLATFORMS = {"linux": "linux", "darwin": "macos", "win32": "windows"}
 _ABSOLUTE = re.compile(r"^([A-Za-z]:)?[/\\]")
@@ -42,7 +46,7 @@ class Entry:
 
     @property
     def file_part(self) -> str:
-        return self.pattern.split("::", 1)[0]
+        return file_of(self.pattern)
 
     @property
     def is_glob(self) -> bool:
@@ -51,8 +55,8 @@ class Entry:
     def matches(self, nodeid: str) -> bool:
         pattern = self.pattern
         if "::" not in pattern:  # a file or directory (or a glob of them)
-            return self.covers_file(nodeid.split("::", 1)[0])
-        if nodeid == pattern or nodeid.startswith((pattern + "[", pattern + "::")):
+            return self.covers_file(file_of(nodeid))
+        if selects(pattern, nodeid):
             return True
         return self.is_glob and fnmatch.fnmatchcase(nodeid, pattern)
 
@@ -93,7 +97,7 @@ def parse(text: str, source: str, root: Path) -> list[Entry]:
         def refuse(problem: str, where: str = where, pattern: str = pattern) -> None:
             raise pytest.UsageError(f"{where}: {problem}: {pattern!r}")
 
-        file_part = pattern.split("::", 1)[0]
+        file_part = file_of(pattern)
         if _ABSOLUTE.match(file_part):
             refuse(f"absolute path; write it relative to the rootdir ({root})")
         normal = posixpath.normpath(file_part.replace("\\", "/"))
@@ -129,20 +133,16 @@ def load(path: Path, source: str, root: Path) -> list[Entry]:
 def from_config(config: pytest.Config) -> tuple[Path, list[Entry]] | None:
     """The quarantine file named by the option (relative to the current
     directory) or the ini key (relative to the ini file), and its entries."""
-    option = config.getoption("isolation_quarantine")
-    if option:
-        path, source = config.invocation_params.dir / option, "--isolation-quarantine"
-    else:
-        value = str(config.getini("isolation_quarantine")).strip()
-        if not value:
-            return None
-        base = config.inipath.parent if config.inipath is not None else config.rootpath
-        path, source = base / value, "isolation_quarantine (ini)"
+    found = options.path(config, "isolation_quarantine")
+    if found is None:
+        return None
+    path, source = found
     return path, load(path, source, config.rootpath)
 
 
 class Quarantine:
-    """Registered as ``isolation-quarantine`` in the parent and in file-mode children."""
+    """Registered as ``isolation-quarantine``, and kept under :data:`QUARANTINE_KEY`,
+    in the parent and in file-mode children."""
 
     def __init__(self, config: pytest.Config, path: Path, entries: list[Entry]) -> None:
         self.config = config
@@ -210,17 +210,23 @@ class Quarantine:
             self.passing[nodeid] = entry
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
-        from pytest_isolation.placeholder import IsolatedFileItem
-
         for item in items:
-            if isinstance(item, IsolatedFileItem):  # another shard's file in file mode
-                self.opaque.add(item.nodeid.split("::", 1)[0])
+            if item.stash.get(FILE_PLACEHOLDER, False):  # another shard's file in file mode
+                self.opaque.add(file_of(item.nodeid))
             else:
                 self.seen.add(item.nodeid)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and report.nodeid:
-            self.opaque.add(report.nodeid.split("::", 1)[0])
+            self.opaque.add(file_of(report.nodeid))
+
+    def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
+        output["seen"] = sorted(self.seen)
+        output["opaque"] = sorted(self.opaque)
+
+    def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
+        self.seen.update(output.get("seen", ()))
+        self.opaque.update(output.get("opaque", ()))
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal summary is written
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -230,7 +236,7 @@ class Quarantine:
 
     def _stale(self) -> list[tuple[Entry, str]]:
         """Entries that match nothing, judged only where this run saw everything."""
-        files = {nodeid.split("::", 1)[0] for nodeid in self.seen}
+        files = {file_of(nodeid) for nodeid in self.seen}
         root = self.config.rootpath
         stale = []
         for entry in self.entries:
@@ -285,3 +291,6 @@ def _first_line(report: pytest.TestReport) -> str:
         return str(message).splitlines()[0]
     text = str(report.longrepr or "").strip().splitlines()  # file mode's crash message
     return text[0] if text else ""
+
+
+QUARANTINE_KEY = pytest.StashKey[Quarantine]()

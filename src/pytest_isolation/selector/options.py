@@ -1,27 +1,21 @@
-"""The capped selector's hooks: before the session, changed files become the
-test files to run, or a refusal with exit code 4 or 5 and nothing run.
-
-Inert unless ``--isolation-for`` or ``--isolation-since`` is given.
-"""
+"""The selector's options, and the names its hooks and its run share."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-PLUGIN_NAME = "isolation-select"
+from pytest_isolation.core.names import ALLOW_ALL_ENV
+
 CACHE_KEY = "isolation/import-graph"
 #: The selected test files, passed to pytest-xdist workers.
 WORKER_KEY = "isolation_selected"
-#: Opens the full-suite gate when exactly 1, true or yes (any case).
-ALLOW_ALL_ENV = "PYTEST_ISOLATION_ALLOW_ALL"
 SCOPE_CHOICES = ("convention", "graph", "impact", "all")
 UNMAPPED_CHOICES = ("error", "warn", "ignore")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
     group.addoption(
         "--isolation-for",
@@ -105,42 +99,3 @@ def active(config: pytest.Config) -> bool:
 
 def gate_open() -> bool:
     return os.environ.get(ALLOW_ALL_ENV, "").lower() in {"1", "true", "yes"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's main: a refusal runs nothing
-def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if not active(config):
-        return None
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:  # a pytest-xdist worker: run what the controller selected
-        if WORKER_KEY in workerinput:
-            config.args = list(workerinput[WORKER_KEY])
-        return None
-    from pytest_isolation.wire import CHILD_ENV
-
-    if CHILD_ENV in os.environ:  # a spawned file-mode child: the parent selected
-        return None
-    from pytest_isolation.selector import decision as decide
-    from pytest_isolation.selector.run import Selector
-    from pytest_isolation.selector.run import record
-    from pytest_isolation.selector.run import run_selector
-
-    decision = run_selector(config)
-    record(config, decision)
-    if decision.outcome != decide.SELECTED:
-        sys.stderr.write(decision.message + "\n")
-        return decision.exit_code
-    if config.getoption("isolation_dry_run"):
-        out = sys.stdout
-        out.write(decision.header() + "\n")
-        for line in [f"isolation: warning: {w}" for w in decision.warnings]:
-            out.write(line + "\n")
-        if config.getoption("isolation_explain"):
-            out.write("\n".join(decision.explain()) + "\n")
-        for test in decision.tests:
-            out.write(test + "\n")
-        return 0
-    if decision.scope != "all":
-        config.args = [str(config.rootpath / test) for test in decision.tests]
-    config.pluginmanager.register(Selector(config, decision), PLUGIN_NAME)
-    return None

@@ -10,20 +10,21 @@ from typing import Any
 
 import pytest
 
-ENV = "PYTEST_ISOLATION_PROBE"
-GUARD_NAME = "isolation-guard"
+from pytest_isolation.core import names
+from pytest_isolation.core.records import Leak
 
 
 class Probe:
-    def __init__(self, config: pytest.Config, path: str) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
         self.collected: list[str] = []
         self.outcomes: dict[str, str] = {}
         self.collection_errors: list[str] = []
         self.leaks: list[dict[str, Any]] = []
-        guard = config.pluginmanager.get_plugin(GUARD_NAME)
-        if guard is not None:
-            guard.log.listeners.append(lambda leak: self.leaks.append(leak.to_wire()))
+
+    @pytest.hookimpl(optionalhook=True)  # the guard's hook, absent under -p no:isolation
+    def pytest_isolation_leak(self, leak: Leak) -> None:
+        self.leaks.append(leak.to_wire())
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = [item.nodeid for item in session.items]
@@ -50,8 +51,7 @@ class Probe:
             json.dump(data, file)
 
 
-@pytest.hookimpl(trylast=True)  # after the isolation plugin registered its guard
 def pytest_configure(config: pytest.Config) -> None:
-    path = os.environ.get(ENV)
+    path = os.environ.get(names.PROBE_ENV)
     if path:
-        config.pluginmanager.register(Probe(config, path), "isolation-probe")
+        config.pluginmanager.register(Probe(path), names.PROBE)

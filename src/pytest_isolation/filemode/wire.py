@@ -23,12 +23,6 @@ from typing import BinaryIO
 #: Bumped whenever a message kind or payload changes shape.
 PROTOCOL_VERSION = 3
 
-#: Environment variable that tells a spawned interpreter it is a file-mode child.
-CHILD_ENV = "PYTEST_ISOLATION_CHILD"
-
-#: Name under which the leak guard is registered, in the parent and in children.
-GUARD_NAME = "isolation-guard"
-
 _HEADER = struct.Struct(">I")
 
 # Parent to a prepared (warm) forked child: the spec and the file's item index.

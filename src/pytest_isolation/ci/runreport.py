@@ -2,8 +2,9 @@
 the flaky tests, and the JSON run report (``--isolation-report``).
 
 Registered in the parent only.  It learns of tests from the ordinary report
-hooks (so it works with and without file mode) and of processes and attempts
-from the file-mode controller.
+hooks (so it works with and without file mode), of processes and attempts
+from file mode's ``pytest_isolation_file_finished`` hook, and of leaks from
+the guard's ``pytest_isolation_leak``.
 """
 
 from __future__ import annotations
@@ -17,27 +18,24 @@ import sys
 import time
 from collections import Counter
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_isolation.attempts import FileAttempts
-from pytest_isolation.guard.report import Leak
-from pytest_isolation.wire import GUARD_NAME
-
-PLUGIN_NAME = "isolation-runlog"
-RUNLOG_KEY = pytest.StashKey["RunLog"]()
+from pytest_isolation.ci.quarantine import QUARANTINE_KEY
+from pytest_isolation.ci.sharding import SHARDING_KEY
+from pytest_isolation.core import options
+from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.records import FileAttempts
+from pytest_isolation.core.records import Leak
+from pytest_isolation.core.xdist import is_worker
 
 #: The run report's format: bump on any change that could break a reader.
 SCHEMA = "pytest-isolation-run-report"
 SCHEMA_VERSION = 1
 #: Test counts every file and the totals carry, even when zero.
 TEST_COUNTS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "quarantined")
-
-
-def file_of(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
 
 
 @dataclasses.dataclass
@@ -100,7 +98,10 @@ def _counts(counter: Counter[str]) -> dict[str, int]:
     return {**dict.fromkeys(TEST_COUNTS, 0), **{k: v for k, v in counter.items() if k}}
 
 
-class RunLog:
+class RunReport:
+    """Registered as ``isolation-runlog`` in the parent (and in xdist workers,
+    whose files reach the controller's)."""
+
     def __init__(self, config: pytest.Config, mode: str) -> None:
         self.config = config
         self.mode = mode
@@ -108,13 +109,9 @@ class RunLog:
         self.started = time.time()
         self.current: str | None = None
         self.unowned_leaks = 0
-        path = config.getoption("isolation_report")
+        found = options.path(config, "isolation_report", ini=False)
         # An xdist worker's results reach the controller, which writes the report.
-        worker = hasattr(config, "workerinput")
-        self.path = Path(path) if path and not worker else None
-        guard = config.pluginmanager.get_plugin(GUARD_NAME)
-        if guard is not None:
-            guard.log.listeners.append(self._leak)
+        self.path = found[0] if found is not None and not is_worker(config) else None
 
     def _file(self, path: str) -> FileResult:
         found = self.files.get(path)
@@ -124,11 +121,23 @@ class RunLog:
 
     # -- what happened ----------------------------------------------------------
 
-    def file_ran(self, record: FileAttempts, seconds: float) -> None:
+    def pytest_isolation_file_finished(self, record: FileAttempts, seconds: float) -> None:
         """File mode: a file's attempts are over."""
         result = self._file(file_of(record.path))
         result.attempts = record
         result.duration = seconds
+
+    def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
+        output["files"] = [
+            {"record": result.attempts.to_wire(), "duration": result.duration}
+            for result in self.files.values()
+            if result.attempts is not None
+        ]
+
+    def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
+        for entry in output.get("files", ()):
+            record = FileAttempts.from_wire(entry["record"])
+            self.pytest_isolation_file_finished(record, entry["duration"])
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and report.nodeid:
@@ -146,7 +155,7 @@ class RunLog:
         if category:
             result.tests[category] += 1
 
-    def _leak(self, leak: Leak) -> None:
+    def pytest_isolation_leak(self, leak: Leak) -> None:
         path: str | None
         if leak.kind == "test":
             path = file_of(leak.owner)
@@ -218,7 +227,7 @@ class RunLog:
             "duration": round(time.time() - self.started, 3),
             "exit_code": exit_code,
             "mode": self.mode,
-            "start_method": self._start_method(),
+            "start_method": self.config.stash.get(START_METHOD, None),
             "shard": self._shard(),
             "versions": {
                 "pytest_isolation": _version("pytest-isolation"),
@@ -246,20 +255,8 @@ class RunLog:
             **self._quarantine(),
         }
 
-    def _start_method(self) -> str | None:
-        from pytest_isolation.controller import CONTROLLER_NAME
-        from pytest_isolation.xdist_bridge import CONTROLLER_BRIDGE
-
-        controller = self.config.pluginmanager.get_plugin(CONTROLLER_NAME)
-        if controller is not None:
-            return str(controller.method)
-        bridge = self.config.pluginmanager.get_plugin(CONTROLLER_BRIDGE)
-        return None if bridge is None else bridge.start_method
-
     def _shard(self) -> dict[str, Any] | None:
-        from pytest_isolation.sharding import PLUGIN_NAME as SHARD_PLUGIN
-
-        sharding = self.config.pluginmanager.get_plugin(SHARD_PLUGIN)
+        sharding = self.config.stash.get(SHARDING_KEY, None)
         if sharding is None or sharding.shard is None:
             return None
         return {
@@ -270,13 +267,10 @@ class RunLog:
         }
 
     def _quarantine(self) -> dict[str, Any]:
-        from pytest_isolation.quarantine import PLUGIN_NAME as QUARANTINE_PLUGIN
-
-        quarantine = self.config.pluginmanager.get_plugin(QUARANTINE_PLUGIN)
+        quarantine = self.config.stash.get(QUARANTINE_KEY, None)
         if quarantine is None:
             return {"quarantined": [], "quarantine_passing": [], "quarantine_stale": []}
-        document: dict[str, Any] = quarantine.to_json()
-        return document
+        return quarantine.to_json()
 
 
 def _version(distribution: str) -> str | None:

@@ -9,41 +9,40 @@ from pathlib import Path
 
 import pytest
 
-from pytest_isolation import shard
-from pytest_isolation.runlog import file_of
+from pytest_isolation.ci import split
+from pytest_isolation.core import options
+from pytest_isolation.core.nodeid import file_of
 
-PLUGIN_NAME = "isolation-shard"
 DEFAULT_DURATIONS = "isolation-durations.json"
 
 
 class Sharding:
-    """Registered as ``isolation-shard`` in the parent (never in a file-mode child)."""
+    """Registered as ``isolation-shard``, and kept under :data:`SHARDING_KEY`, in
+    the parent (never in a file-mode child)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         option = config.getoption("isolation_shard")
         self.shard = (
-            shard.parse(option, "--isolation-shard")
+            split.parse(option, "--isolation-shard")
             if option
-            else shard.from_environment(os.environ)
+            else split.from_environment(os.environ)
         )
-        self.strategy = config.getoption("isolation_shard_strategy") or "auto"
-        if self.strategy not in shard.STRATEGIES:
-            choices = ", ".join(repr(s) for s in shard.STRATEGIES)
-            raise pytest.UsageError(
-                f"--isolation-shard-strategy: invalid value {self.strategy!r}; "
-                f"choose from {choices}"
-            )
+        self.strategy = (
+            options.choice(config, "isolation_shard_strategy", split.STRATEGIES, ini=False)
+            if config.getoption("isolation_shard_strategy")
+            else "auto"
+        )
         path = config.getoption("isolation_durations")
         self.durations_file = Path(path) if path else None
         self.store = bool(config.getoption("isolation_store_durations"))
         self.known: dict[str, float] = {}
         # A file to read must exist, unless this run is the one writing it.
         if self.durations_file is not None and (not self.store or self.durations_file.exists()):
-            self.known = shard.load_durations(self.durations_file)
+            self.known = split.load_durations(self.durations_file)
         cache = getattr(config, "cache", None)
         if not self.known and cache is not None:
-            cached = cache.get(shard.CACHE_KEY, {})
+            cached = cache.get(split.CACHE_KEY, {})
             if isinstance(cached, dict):
                 self.known = {k: float(v) for k, v in cached.items() if isinstance(v, (int, float))}
         self.measured: dict[str, float] = defaultdict(float)
@@ -57,7 +56,7 @@ class Sharding:
         if self.shard is None:
             return
         files = {file_of(item.nodeid) for item in items}
-        assignment, self.used_strategy = shard.assign(
+        assignment, self.used_strategy = split.assign(
             files, self.shard.total, self.strategy, self.known
         )
         mine = self.shard.index - 1
@@ -87,7 +86,10 @@ class Sharding:
         merged = {**self.known, **self.measured}
         cache = getattr(self.config, "cache", None)
         if cache is not None:
-            cache.set(shard.CACHE_KEY, {k: round(v, 4) for k, v in sorted(merged.items())})
+            cache.set(split.CACHE_KEY, {k: round(v, 4) for k, v in sorted(merged.items())})
         if self.store:
             path = self.durations_file or self.config.rootpath / DEFAULT_DURATIONS
-            shard.store_durations(path, merged)
+            split.store_durations(path, merged)
+
+
+SHARDING_KEY = pytest.StashKey[Sharding]()

@@ -12,6 +12,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 Selector = tuple[str, ...]
 
 
@@ -46,3 +48,14 @@ def split_node_args(args: Sequence[str], invocation_dir: Path) -> NodeArgs:
         if path not in paths:
             paths.append(path)
     return NodeArgs(paths, frozenset(whole), selectors)
+
+
+def fail_if_not_found(session: pytest.Session, notfound: Sequence[str]) -> None:
+    """As pytest does for a ``path::name`` that names no test: exit code 4."""
+    if notfound:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def write_not_found(reporter: pytest.TerminalReporter, notfound: Sequence[str]) -> None:
+    for arg in notfound:
+        reporter.write_line(f"ERROR: not found: {arg}", red=True)

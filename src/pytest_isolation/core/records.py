@@ -1,16 +1,18 @@
-"""What happened on each attempt at a file in file mode: its processes and its tests.
+"""Records the parts pass to each other: a leak, and what happened on each
+attempt at a file in file mode (its processes and its tests).
 
-The relay fills these in; the retry logic, the terminal summary and the JSON
-run report read them.  Plain data only.
+Plain data only, so a file-mode child or an xdist worker can send them to
+the parent: the guard and file mode's relay make them, the summaries and
+the JSON run report read them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import signal
-from collections.abc import Callable
+from typing import Any
 
-import pytest
+from pytest_isolation.core.nodeid import name_of
+from pytest_isolation.core.signals import signal_name
 
 PASSED = "passed"
 FAILED = "failed"
@@ -59,40 +61,17 @@ class ProcessEnd:
     def signal_name(self) -> str | None:
         if self.returncode >= 0:
             return None
-        try:
-            return signal.Signals(-self.returncode).name
-        except ValueError:
-            return f"signal {-self.returncode}"
+        return signal_name(-self.returncode) or f"signal {-self.returncode}"
 
     def describe(self) -> str:
         """``timed out in test_x`` or ``crashed (SIGSEGV) in test_x``; '' when finished."""
         if self.finished:
             return ""
-        where = f" in {self.running.split('::', 1)[-1]}" if self.running else ""
+        where = f" in {name_of(self.running)}" if self.running else ""
         if self.timed_out:
             return f"timed out{where}"
         how = self.signal_name or f"exit code {self.returncode}"
         return f"crashed ({how}){where}"
-
-
-@dataclasses.dataclass
-class Held:
-    """A test's replay, kept back until it is known whether the test is retried."""
-
-    calls: list[Callable[[], object]] = dataclasses.field(default_factory=list)
-    reports: list[pytest.TestReport] = dataclasses.field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return any(report.failed for report in self.reports)
-
-    @property
-    def quarantined(self) -> bool:
-        return any(hasattr(report, "isolation_quarantined") for report in self.reports)
-
-    def replay(self) -> None:
-        for call in self.calls:
-            call()
 
 
 @dataclasses.dataclass
@@ -107,6 +86,21 @@ class FileAttempts:
     @property
     def flaky(self) -> list[TestAttempts]:
         return [test for test in self.tests.values() if test.flaky]
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> FileAttempts:
+        return cls(
+            path=data["path"],
+            attempts=data["attempts"],
+            processes=[ProcessEnd(**p) for p in data["processes"]],
+            tests={
+                k: TestAttempts(t["nodeid"], [(n, o) for n, o in t["outcomes"]])
+                for k, t in data["tests"].items()
+            },
+        )
 
     def last_processes(self) -> list[ProcessEnd]:
         """The processes of the final attempt."""
@@ -135,6 +129,32 @@ class FileAttempts:
             parts.append(f"attempt {number}: {', '.join(events)}")
         flaky = self.flaky
         if flaky:
-            names = ", ".join(t.nodeid.split("::", 1)[-1] for t in flaky)
+            names = ", ".join(name_of(t.nodeid) for t in flaky)
             parts.append(f"flaky: {names}")
         return "; ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Leak:
+    #: Who leaked: a node id, "fixture 'x' (scope=module)", or a file.
+    owner: str
+    #: "test", "fixture" or "file", for the summary's counts.
+    kind: str
+    category: str
+    #: The key ``allow_leaks`` patterns match, e.g. the variable name.
+    key: str
+    #: What leaked, e.g. ``os.environ['FOO'] (was unset, now 'bar')``.
+    what: str
+    #: Where it was made (file:line), if known.
+    site: str = ""
+    hint: str = ""
+    #: False for report-only findings (threads, processes, files).
+    restored: bool = True
+
+    def message(self) -> str:
+        site = f", at {self.site}" if self.site else ""
+        undone = "" if self.restored else " (not undone)"
+        return f"{self.owner} leaked {self.what}{site}{undone}; {self.hint}"
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

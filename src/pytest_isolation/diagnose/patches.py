@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-PLUGIN_NAME = "isolation-explain"
+from pytest_isolation.guard.mocks import active_patches
+from pytest_isolation.guard.mocks import monkeypatch_setattrs
+
 #: Values too common to mean anything when found by identity.
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
@@ -75,9 +77,6 @@ def _wrap_patch_exit() -> None:
 def _active(item: pytest.Item) -> list[Patched]:
     """Patches still in place: started mock patches (and pytest-mock's), and
     the test's ``monkeypatch.setattr`` calls."""
-    from pytest_isolation.guard.mocks import active_patches
-    from pytest_isolation.guard.mocks import monkeypatch_setattrs
-
     found = []
     for patch in active_patches():
         original = getattr(patch, "temp_original", None)

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from pytest_isolation.controller import FileModeController  # noqa: F401
+from pytest_isolation.core.keys import FILE_PLACEHOLDER
 
 #: Name of the one placeholder item of each file (its node id is ``path::<isolated file>``).
 PLACEHOLDER_NAME = "<isolated file>"
-CONTROLLER_KEY = pytest.StashKey["FileModeController"]()
 
 
 class ChildCollectionError(Exception):
@@ -29,10 +27,10 @@ class IsolatedFile(pytest.File):
     """A test file whose tests are collected and run in a child process."""
 
     def collect(self) -> Iterable[pytest.Item]:
-        controller = self.config.stash[CONTROLLER_KEY]
         if self.config.option.collectonly:
-            return controller.collect_in_child(self)
+            return self.config.stash[COLLECT_IN_CHILD](self)
         item = IsolatedFileItem.from_parent(self, name=PLACEHOLDER_NAME)
+        item.stash[FILE_PLACEHOLDER] = True
         manager = self.config.pluginmanager
         if manager.has_plugin("timeout") or manager.has_plugin("pytest_timeout"):
             # pytest-timeout times each test in the children; not the whole file here.
@@ -93,3 +91,8 @@ class ChildTest(pytest.Item):
         item = cls.from_parent(file, name=name, nodeid=nodeid)
         item.deselected_in_child = deselected
         return item
+
+
+#: Asks a child for a file's tests and returns stand-ins for them (``--collect-only``,
+#: and the selector's count of tests); set by the controller.
+COLLECT_IN_CHILD = pytest.StashKey[Callable[[IsolatedFile], list[ChildTest]]]()

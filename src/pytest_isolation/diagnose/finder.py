@@ -1,12 +1,13 @@
 """The polluter finder's search: probes, the bisection and what it prints.
 Imported only when ``--isolation-find-polluter`` is given (see
-:mod:`pytest_isolation.finder`)."""
+:mod:`pytest_isolation.diagnose.plugin`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_isolation.core import options
+from pytest_isolation.core.names import PROBE_ENV
+from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.diagnose.bisection import search
 
 #: Options of the finder itself, and others that change what a probe runs or
 #: where it reports: left out of the probes, with their values.
@@ -86,21 +92,6 @@ class Outcome:
     errors: list[str]
 
 
-def _positive(config: pytest.Config, dest: str, integer: bool) -> float | None:
-    value = config.getoption(dest)
-    if value is None:
-        return None
-    flag = "--" + dest.replace("_", "-")
-    try:
-        number = int(value) if integer else float(value)
-    except ValueError:
-        number = 0
-    if not 0 < number < float("inf"):
-        kind = "whole number" if integer else "number of seconds"
-        raise FindError(f"{flag}: invalid value {value!r}; expected a positive {kind}")
-    return number
-
-
 def probe_options(config: pytest.Config) -> list[str]:
     """The invocation's options for the probes: without its test paths, the
     finder's options, and what would change a probe's selection or order."""
@@ -128,8 +119,8 @@ class Finder:
     def __init__(self, config: pytest.Config, victim: str) -> None:
         self.config = config
         self.victim = self._nodeid(victim)
-        self.width = int(_positive(config, "isolation_probes", integer=True) or 1)
-        limit = _positive(config, "isolation_find_timeout", integer=False)
+        self.width = options.count(config, "isolation_probes", minimum=1, ini=False) or 1
+        limit = options.seconds(config, "isolation_find_timeout", ini=False)
         self.started = time.monotonic()
         self.deadline = None if limit is None else self.started + limit
         self.limit = limit
@@ -184,9 +175,7 @@ class Finder:
     def _start(self, args: Sequence[str]) -> tuple[subprocess.Popen[bytes], str]:
         handle, path = tempfile.mkstemp(prefix="isolation-probe-", suffix=".json")
         os.close(handle)
-        from pytest_isolation.probe import ENV
-
-        env = {**os.environ, ENV: path}
+        env = {**os.environ, PROBE_ENV: path}
         command = [sys.executable, "-m", "pytest", *args]
         process = subprocess.Popen(
             command,
@@ -229,7 +218,7 @@ class Finder:
         common = [
             *self.options,
             "-p",
-            "pytest_isolation.probe",
+            "pytest_isolation.diagnose.probe",
             "-p",
             "no:randomly",
             "-p",
@@ -258,7 +247,7 @@ class Finder:
         args = [
             *self.options,
             "-p",
-            "pytest_isolation.probe",
+            "pytest_isolation.diagnose.probe",
             "-p",
             "no:cacheprovider",
             "--isolation-leaks=off",
@@ -312,8 +301,6 @@ class Finder:
         return code
 
     def _search(self) -> int:
-        from pytest_isolation.culprits import search
-
         victim = self.victim
         self.order = self._collect()
         if victim not in self.order:
@@ -383,8 +370,8 @@ class Finder:
         reproduce = " ".join(_quote(part) for part in command)
         self.result["reproduce"] = reproduce
         self.say(f"reproduce: {reproduce}")
-        victim_file = victim.split("::")[0]
-        apart = all(c.split("::")[0] != victim_file for c in culprits)
+        victim_file = file_of(victim)
+        apart = all(file_of(c) != victim_file for c in culprits)
         self.result["different_files"] = apart
         if not apart:
             self.say("--isolation-mode=file does not prevent it: they are in the same file")
@@ -413,8 +400,8 @@ def _files(nodeids: Sequence[str]) -> list[tuple[str, ...]]:
     """Consecutive tests of one file, grouped, in order."""
     groups: list[list[str]] = []
     for nodeid in nodeids:
-        path = nodeid.split("::")[0]
-        if groups and groups[-1][0].split("::")[0] == path:
+        path = file_of(nodeid)
+        if groups and file_of(groups[-1][0]) == path:
             groups[-1].append(nodeid)
         else:
             groups.append([nodeid])
@@ -439,6 +426,4 @@ def _without_plugin(options: list[str], name: str) -> list[str]:
 
 
 def _quote(part: str) -> str:
-    import shlex
-
     return shlex.quote(part)

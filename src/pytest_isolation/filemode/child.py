@@ -5,8 +5,8 @@ runtest protocol and streams every hook the parent must replay over the pipe.
 It never reaches ``pytest_sessionfinish``: the parent owns the cache, junit
 XML and the terminal, so the child ends with ``os._exit``.
 
-Imports: stdlib, pytest, :mod:`pytest_isolation.wire` and the fixtures plugin
-(loaded with the plugin anyway) only, so a child starts light.
+Imports: stdlib, pytest, the wire protocol, the core and the coverage hand-off
+only, so a child starts light (``lint-imports`` keeps it so).
 """
 
 from __future__ import annotations
@@ -20,49 +20,34 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation import childcov
-from pytest_isolation.fixtures import KEPT_KEY
-from pytest_isolation.wire import COLLECTED
-from pytest_isolation.wire import COLLECTREPORT
-from pytest_isolation.wire import DESELECTED
-from pytest_isolation.wire import FINISHED
-from pytest_isolation.wire import GUARD_NAME
-from pytest_isolation.wire import HELLO
-from pytest_isolation.wire import INTERRUPTED
-from pytest_isolation.wire import KEPT
-from pytest_isolation.wire import LEAK
-from pytest_isolation.wire import LOGFINISH
-from pytest_isolation.wire import LOGSTART
-from pytest_isolation.wire import NOTFOUND
-from pytest_isolation.wire import PROTOCOL_VERSION
-from pytest_isolation.wire import REPORT
-from pytest_isolation.wire import WARNING
-from pytest_isolation.wire import ChildSpec
-from pytest_isolation.wire import Sender
-from pytest_isolation.wire import receive
+from pytest_isolation.core import names
+from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.keys import KEPT_DIRS
+from pytest_isolation.core.nodeid import matches
+from pytest_isolation.core.records import Leak
+from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.core.xdist import worker_interactor
+from pytest_isolation.filemode import childcov
+from pytest_isolation.filemode.wire import COLLECTED
+from pytest_isolation.filemode.wire import COLLECTREPORT
+from pytest_isolation.filemode.wire import DESELECTED
+from pytest_isolation.filemode.wire import FINISHED
+from pytest_isolation.filemode.wire import HELLO
+from pytest_isolation.filemode.wire import INTERRUPTED
+from pytest_isolation.filemode.wire import KEPT
+from pytest_isolation.filemode.wire import LEAK
+from pytest_isolation.filemode.wire import LOGFINISH
+from pytest_isolation.filemode.wire import LOGSTART
+from pytest_isolation.filemode.wire import NOTFOUND
+from pytest_isolation.filemode.wire import PROTOCOL_VERSION
+from pytest_isolation.filemode.wire import REPORT
+from pytest_isolation.filemode.wire import WARNING
+from pytest_isolation.filemode.wire import ChildSpec
+from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.filemode.wire import receive
 
-CHILD_PLUGIN_NAME = "isolation-child"
-#: Name under which the parent registers its controller (unregistered in a child).
-CONTROLLER_NAME = "isolation-controller"
-#: The parent's plugins for sharding and the run's file records
-#: (:mod:`pytest_isolation.sharding`, :mod:`pytest_isolation.runlog`), unregistered in a child.
-PARENT_PLUGIN_NAMES = ("isolation-shard", "isolation-runlog")
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2
-
-
-def matches(nodeid: str, selector: Sequence[str]) -> bool:
-    """Whether ``path::a::b`` style name parts select the test ``nodeid``.
-
-    As in pytest, a trailing name without brackets selects every
-    parametrization of that test, and a class name selects its methods.
-    """
-    names = nodeid.split("::")[1:]
-    depth = len(selector)
-    if depth > len(names) or names[: depth - 1] != list(selector[:-1]):
-        return False
-    last = names[depth - 1]
-    return last == selector[-1] or last.partition("[")[0] == selector[-1]
 
 
 class ChildPlugin:
@@ -136,7 +121,7 @@ class ChildPlugin:
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
 
-    def send_leak(self, leak: Any) -> None:
+    def pytest_isolation_leak(self, leak: Leak) -> None:
         self.sender.send(LEAK, fields=leak.to_wire())
 
     def pytest_warning_recorded(
@@ -209,12 +194,9 @@ def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
     _detach_terminal(config)
     plugin = ChildPlugin(config, Sender(fd))
     manager = config.pluginmanager
-    manager.register(plugin, CHILD_PLUGIN_NAME)
+    manager.register(plugin, names.CHILD)
     plugin.live = True
-    guard = manager.get_plugin(GUARD_NAME)
-    if guard is not None:  # imports and the file's end are contained by this process
-        guard.contained = True
-        guard.forward = plugin.send_leak
+    config.stash[IN_CHILD] = True  # imports and the file's end are contained by this process
     return plugin
 
 
@@ -252,7 +234,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     code = plugin.run(session)
     sys.stdout.flush()
     sys.stderr.flush()
-    kept = session.config.stash.get(KEPT_KEY, [])
+    kept = session.config.stash.get(KEPT_DIRS, [])
     if kept:  # isolated_tmp directories kept: the parent's summary lists them
         plugin.sender.send(KEPT, lines=kept)
     childcov.save()
@@ -264,10 +246,9 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
 def prepare_forked(session: pytest.Session) -> ChildPlugin:
     """Make a forked copy of the parent a child; done once per fork server."""
     config = session.config
-    for name in (CONTROLLER_NAME, *PARENT_PLUGIN_NAMES):  # the parent's business
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is not None:
-            config.pluginmanager.unregister(plugin)
+    for name in names.PARENT_ONLY:  # the parent's business
+        if config.pluginmanager.has_plugin(name):
+            config.pluginmanager.unregister(name=name)
     _leave_xdist(config)
     # Inherited counters would stop pytest's logic in the child early.
     session.testsfailed = 0
@@ -277,9 +258,7 @@ def prepare_forked(session: pytest.Session) -> ChildPlugin:
 def _leave_xdist(config: pytest.Config) -> None:
     """In a child forked from a pytest-xdist worker, stop xdist's worker plugin
     from talking to the controller: the child reports to its parent only."""
-    from pytest_isolation.xdist_bridge import worker_interactor
-
-    interactor = worker_interactor(config) if hasattr(config, "workerinput") else None
+    interactor = worker_interactor(config) if is_worker(config) else None
     if interactor is not None:
         config.pluginmanager.unregister(interactor)
 

@@ -24,10 +24,11 @@ from collections.abc import Callable
 from typing import IO
 from typing import BinaryIO
 
-from pytest_isolation.wire import CHILD_ENV
-from pytest_isolation.wire import START
-from pytest_isolation.wire import ChildSpec
-from pytest_isolation.wire import Sender
+from pytest_isolation.core.names import CHILD_ENV
+from pytest_isolation.core.signals import signal_name
+from pytest_isolation.filemode.wire import START
+from pytest_isolation.filemode.wire import ChildSpec
+from pytest_isolation.filemode.wire import Sender
 
 #: How much of a dead child's stderr goes into its failure report: enough for
 #: a faulthandler dump of a deep stack after the test's own last words.
@@ -111,10 +112,7 @@ class Child:
 def describe_exit(returncode: int) -> str:
     """``'was killed by signal 11 (SIGSEGV)'`` or ``'exited with code 3'``."""
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "unknown signal"
+        name = signal_name(-returncode) or "unknown signal"
         return f"was killed by signal {-returncode} ({name})"
     return f"exited with code {returncode}"
 

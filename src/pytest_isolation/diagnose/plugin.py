@@ -2,9 +2,10 @@
 fail, and what it leaked.
 
 This module holds the options and the entry hook; the search is in
-:mod:`pytest_isolation.polluter` (imported only when asked for), each probe a
-fresh ``pytest`` subprocess recorded by :mod:`pytest_isolation.probe`, the
-bisection in :mod:`pytest_isolation.culprits`.
+:mod:`pytest_isolation.diagnose.finder` (imported only when asked for), each
+probe a fresh ``pytest`` subprocess recorded by
+:mod:`pytest_isolation.diagnose.probe`, the bisection in
+:mod:`pytest_isolation.diagnose.bisection`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import sys
 
 import pytest
+
+from pytest_isolation.core.xdist import is_worker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,14 +53,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest's main: the finder runs pytest itself
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     victim = config.getoption("isolation_find_polluter")
-    if not victim or hasattr(config, "workerinput"):
+    if not victim or is_worker(config):
         return None
-    from pytest_isolation.polluter import Finder
-    from pytest_isolation.polluter import FindError
+    # Imported only when asked for: every pytest process (file-mode children too) loads this module.
+    from pytest_isolation.diagnose.finder import Finder
+    from pytest_isolation.diagnose.finder import FindError
 
     try:
         finder = Finder(config, str(victim))
         return finder.run()
-    except FindError as error:
+    except (FindError, pytest.UsageError) as error:
         sys.stderr.write(f"isolation: {error}\n")
         return int(pytest.ExitCode.USAGE_ERROR)

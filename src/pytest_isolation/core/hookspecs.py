@@ -1,0 +1,44 @@
+"""Hooks of this plugin, by which its parts tell each other what happened.
+
+Added to pytest's hooks by the entry plugin (``pytest_addhooks``).  A part
+that implements one of them in a module that can also be loaded without
+the plugin (the fixtures, a probe) marks its implementation
+``optionalhook=True``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from typing import Any
+
+import pytest
+
+if TYPE_CHECKING:  # types only
+    from pytest_isolation.core.records import FileAttempts
+    from pytest_isolation.core.records import Leak
+
+
+@pytest.hookspec
+def pytest_isolation_leak(config: pytest.Config, leak: Leak) -> None:
+    """The leak guard recorded a leak it had not recorded before (found in
+    this process, a file-mode child or an xdist worker)."""
+
+
+@pytest.hookspec
+def pytest_isolation_file_finished(
+    config: pytest.Config, record: FileAttempts, seconds: float
+) -> None:
+    """File mode: every attempt at a file is over; ``record`` tells its
+    processes and its tests' outcomes, ``seconds`` the file's wall time."""
+
+
+@pytest.hookspec
+def pytest_isolation_workeroutput(config: pytest.Config, output: dict[str, Any]) -> None:
+    """In a pytest-xdist worker at the end of its session: add this part's
+    state for the controller to ``output`` (a key of your own, plain data)."""
+
+
+@pytest.hookspec
+def pytest_isolation_merge_workeroutput(config: pytest.Config, output: dict[str, Any]) -> None:
+    """In the pytest-xdist controller: a worker ended; merge this part's
+    state from what the worker's parts put into ``output``."""

@@ -1,0 +1,21 @@
+"""Stash entries that more than one part reads, typed.
+
+A part that offers an object to others keeps its own typed key beside its
+class (pytest's ``junitxml.xml_key`` is the model); the entries here hold
+plain values that parts below and beside each other exchange.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: Set in a file-mode child: the process contains what the file's import and
+#: its tests leave changed, so the guard watches only each test.
+IN_CHILD = pytest.StashKey[bool]()
+#: How file mode starts its children (``fork`` or ``spawn``), for the run report.
+START_METHOD = pytest.StashKey[str]()
+#: "node id: path" of every ``isolated_tmp`` directory kept, for the summary (a
+#: file-mode child and an xdist worker send theirs to the parent).
+KEPT_DIRS = pytest.StashKey[list[str]]()
+#: On an item: it stands for a whole test file that runs in a child process.
+FILE_PLACEHOLDER = pytest.StashKey[bool]()

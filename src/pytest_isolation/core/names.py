@@ -1,0 +1,36 @@
+"""Names the parts of the plugin share: registered plugin names and the
+environment variables passed between processes."""
+
+from __future__ import annotations
+
+#: The leak guard, in the parent and in file-mode children.
+GUARD = "isolation-guard"
+#: File mode's controller (the parent side of file mode).
+CONTROLLER = "isolation-controller"
+#: The plugin inside a file-mode child that streams the file to the parent.
+CHILD = "isolation-child"
+#: The CI features' plugins.
+QUARANTINE = "isolation-quarantine"
+SHARDING = "isolation-shard"
+RUN_REPORT = "isolation-runlog"
+#: Failure explanations (a patch that did not reach its target).
+PATCHES = "isolation-explain"
+#: The selector, once it has selected.
+SELECTOR = "isolation-select"
+#: The polluter finder's recorder in each of its probe runs.
+PROBE = "isolation-probe"
+#: pytest-xdist: the plugin that exchanges each feature's state between
+#: workers and controller, and file mode's part on either side.
+XDIST_OUTPUT = "isolation-xdist-output"
+XDIST_WORKER = "isolation-xdist-worker"
+XDIST_CONTROLLER = "isolation-xdist-controller"
+
+#: The parent's plugins that a forked child unregisters: the run is the parent's business.
+PARENT_ONLY = (CONTROLLER, SHARDING, RUN_REPORT)
+
+#: Tells a spawned interpreter it is a file-mode child (its value: the child's spec).
+CHILD_ENV = "PYTEST_ISOLATION_CHILD"
+#: Names the file a polluter-finder probe writes its record to.
+PROBE_ENV = "PYTEST_ISOLATION_PROBE"
+#: Opens the selector's full-suite gate when exactly 1, true or yes (any case).
+ALLOW_ALL_ENV = "PYTEST_ISOLATION_ALLOW_ALL"

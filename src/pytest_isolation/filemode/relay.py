@@ -1,0 +1,304 @@
+"""Replaying one file's child messages into the parent's hooks.
+
+The parent's terminal reporter, junitxml, cacheprovider (``--lf``), the
+``-x`` logic and every other plugin see the same hook calls as in an ordinary
+run, with the real node ids of the child's tests.  What an attempt runs and
+holds back for a retry is :mod:`.retry`'s; the reports of a child that died
+are made by :mod:`.crash`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_isolation.core.keys import KEPT_DIRS
+from pytest_isolation.core.nodeid import name_of
+from pytest_isolation.core.records import FileAttempts
+from pytest_isolation.core.records import Leak
+from pytest_isolation.core.records import ProcessEnd
+from pytest_isolation.core.xdist import FILE_TESTS
+from pytest_isolation.filemode import crash
+from pytest_isolation.filemode import wire
+from pytest_isolation.filemode.nodes import ChildTest
+from pytest_isolation.filemode.retry import Attempts
+from pytest_isolation.guard.watch import GUARD_KEY
+
+Location = crash.Location
+
+
+def warning_category(module: str, qualname: str) -> type[Warning]:
+    """The warning class by name, or a stand-in of that name.
+
+    A category defined in a test module cannot be imported by the parent
+    (it never imports test modules); the summary only needs its name.
+    """
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:
+        found = None
+    if isinstance(found, type) and issubclass(found, Warning):
+        return found
+    return type(qualname.rpartition(".")[2], (UserWarning,), {"__module__": module})
+
+
+@dataclasses.dataclass
+class Collection:
+    """What the first good collection of the file found."""
+
+    #: Node ids (after deselection); None until known.
+    collected: list[str] | None = None
+    #: Collection reports that did not pass (errors, module-level skips).
+    problems: list[pytest.CollectReport] = dataclasses.field(default_factory=list)
+    #: ``--collect-only``: what the child deselected, for the parent to deselect.
+    deselected: list[str] = dataclasses.field(default_factory=list)
+    #: The file's test count, until its first report carries it (for an xdist controller).
+    announce: int | None = None
+
+
+@dataclasses.dataclass
+class ChildEnd:
+    """How the current child's stream ended."""
+
+    finished: bool = False
+    #: The child saw Ctrl-C (no reason) or ``pytest.exit(reason, returncode)``.
+    interrupted: bool = False
+    exit_reason: str | None = None
+    exit_code: int | None = None
+    #: How the child died, as the outcome of the test it was running.
+    death: str | None = None
+
+
+class FileRelay:
+    """Replays the messages of the children of one test file.
+
+    One relay lives for all children of a file: after a crash the rest of the
+    file runs in a new child, and only the first good collection (collected
+    count, deselections, collection reports) is replayed.
+    """
+
+    def __init__(
+        self,
+        file: pytest.Collector,
+        on_notfound: Callable[[str], None],
+        collect_only: bool = False,
+        retries: int = 0,
+        scope: str = "failed",
+    ) -> None:
+        self.file = file
+        #: ``--collect-only``: collection problems are kept for the placeholder
+        #: to raise, not replayed, and the session counts the stand-ins itself.
+        self.collect_only = collect_only
+        self.config = file.config
+        self.ihook = file.ihook
+        self.on_notfound = on_notfound
+        self.attempts = Attempts(str(file.nodeid), retries, scope, collect_only)
+        self.collection = Collection()
+        self.end = ChildEnd()
+        #: The running test and the phases it reported.
+        self.inflight: tuple[str, Location] | None = None
+        self.phases: set[str] = set()
+        self._handlers: dict[str, Callable[..., None]] = {
+            wire.HELLO: self._hello,
+            wire.COLLECTREPORT: self._collectreport,
+            wire.DESELECTED: self._deselected,
+            wire.NOTFOUND: self._notfound,
+            wire.COLLECTED: self._collected,
+            wire.LOGSTART: self._logstart,
+            wire.REPORT: self._report,
+            wire.WARNING: self._warning,
+            wire.LEAK: self._leak,
+            wire.KEPT: self._kept,
+            wire.LOGFINISH: self._logfinish,
+            wire.INTERRUPTED: self._interrupted,
+            wire.FINISHED: self._finished,
+        }
+
+    def handle(self, kind: str, payload: dict[str, Any]) -> None:
+        self._handlers[kind](**payload)
+
+    # -- attempts ---------------------------------------------------------------
+
+    @property
+    def record(self) -> FileAttempts:
+        return self.attempts.record
+
+    def next_child(self) -> None:
+        """The current attempt goes on in a new child (after a crash)."""
+        self.end = ChildEnd()
+
+    def skip(self) -> frozenset[str]:
+        """What the next child of this attempt must leave out."""
+        return self.attempts.skip(self.collection.collected)
+
+    def process_ended(self, returncode: int, timed_out: bool = False) -> None:
+        running = self.inflight[0] if self.inflight is not None else None
+        ended = ProcessEnd(self.record.attempts, returncode, timed_out, running)
+        self.record.processes.append(ended)
+
+    def retry(self) -> bool:
+        """Start another attempt if something failed and attempts are left."""
+        if not self.attempts.retry(self.collection.collected):
+            return False
+        self.next_child()
+        return True
+
+    def conclude(self) -> None:
+        """No attempt is left: replay what is still held back."""
+        for report, died in self.attempts.take_held_collection():
+            self._replay_collection_failure(report, died)
+        self.attempts.release_held()
+
+    # -- collection ---------------------------------------------------------------
+
+    def _collecting(self) -> bool:
+        return self.collection.collected is None
+
+    def _hello(self, version: int, pid: int) -> None:
+        if version != wire.PROTOCOL_VERSION:
+            raise RuntimeError(
+                f"isolation: child {pid} speaks protocol {version}, "
+                f"the parent {wire.PROTOCOL_VERSION}; reinstall pytest-isolation"
+            )
+
+    def _collectreport(self, data: dict[str, Any]) -> None:
+        if not self._collecting():
+            return
+        report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
+        if report.failed and self.attempts.left():
+            self.attempts.held_collection.append((report, False))
+            return
+        self.collection.problems.append(report)
+        if not self.collect_only:
+            self.ihook.pytest_collectreport(report=report)
+
+    def _deselected(self, nodeids: list[str]) -> None:
+        if self.collect_only:
+            self.collection.deselected.extend(nodeids)
+        elif self._collecting():
+            items = [ChildTest.for_nodeid(self.file, nodeid) for nodeid in nodeids]
+            self.config.hook.pytest_deselected(items=items)
+
+    def _notfound(self, arg: str) -> None:
+        if self._collecting():
+            self.on_notfound(arg)
+
+    def _collected(self, nodeids: list[str]) -> None:
+        if not self._collecting() or self.attempts.held_collection:
+            return
+        self.collection.collected = nodeids
+        if self.collect_only:
+            return
+        # The placeholder counted as one test; progress needs the real count.
+        self.file.session.testscollected += len(nodeids) - 1
+        self.collection.announce = len(nodeids)
+
+    # -- tests ----------------------------------------------------------------------
+
+    def _logstart(self, nodeid: str, location: Location) -> None:
+        self.inflight = (nodeid, location)
+        self.phases = set()
+        self.attempts.begin_test()
+        self.attempts.emit(
+            lambda: self.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+        )
+
+    def _report(self, data: dict[str, Any]) -> None:
+        report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
+        self._log(report)
+
+    def _log(self, report: pytest.TestReport) -> None:
+        if self.collection.announce is not None:
+            setattr(report, FILE_TESTS, self.collection.announce)
+            self.collection.announce = None
+        self.phases.add(report.when)
+        self.attempts.add_report(report)
+        self.attempts.emit(lambda: self.ihook.pytest_runtest_logreport(report=report))
+
+    def _warning(
+        self,
+        module: str,
+        qualname: str,
+        message: str,
+        filename: str,
+        lineno: int,
+        when: str,
+        nodeid: str,
+        location: tuple[str, int, str] | None,
+    ) -> None:
+        category = warning_category(module, qualname)
+        record = warnings.WarningMessage(category(message), category, filename, lineno)
+        self.config.hook.pytest_warning_recorded.call_historic(
+            kwargs={"warning_message": record, "when": when, "nodeid": nodeid, "location": location}
+        )
+
+    def _leak(self, fields: dict[str, Any]) -> None:
+        # Every attempt's leaks happened: recorded at once (the log drops repeats).
+        guard = self.config.stash.get(GUARD_KEY, None)
+        if guard is not None:
+            guard.record(Leak(**fields))
+
+    def _kept(self, lines: list[str]) -> None:
+        self.config.stash.setdefault(KEPT_DIRS, []).extend(lines)
+
+    def _logfinish(self, nodeid: str, location: Location) -> None:
+        self.attempts.emit(
+            lambda: self.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+        )
+        self.inflight = None
+        self.attempts.end_test(nodeid, self.end.death)
+
+    # -- the end of a child -------------------------------------------------------
+
+    def _interrupted(self, reason: str | None, returncode: int | None) -> None:
+        self.end.interrupted = True
+        self.end.exit_reason = reason
+        self.end.exit_code = returncode
+
+    def _finished(self) -> None:
+        self.end.finished = True
+
+    def crashed(self, how: str, stderr_tail: str) -> bool:
+        """Report a child that died; return whether the rest of the attempt can resume."""
+        path = self.file.nodeid
+        remaining = self.attempts.remaining
+        if self.inflight is not None:
+            nodeid, location = self.inflight
+            when = "teardown" if "call" in self.phases else "call"
+            self.end.death = how if how.startswith("timed out") else f"crashed ({how})"
+            text = f"the process running {path} {how} while running {name_of(nodeid)} ({when})"
+            message = crash.with_tail(text, stderr_tail)
+            self._log(crash.failed_test(self.config, nodeid, location, when, message))
+            self._logfinish(nodeid, location)
+            return bool(remaining(self.collection.collected))
+        if self.collection.collected is None:
+            text = crash.with_tail(f"the process collecting {path} {how}", stderr_tail)
+            report = crash.failed_collection(self.file, text)
+            if self.attempts.left():
+                self.attempts.held_collection.append((report, True))
+            else:
+                self._replay_collection_failure(report, True)
+            return False
+        text = crash.with_tail(f"the process running {path} {how} after its last test", stderr_tail)
+        ran = self.attempts.ran
+        if ran:  # the file's tests are done: reported, never retried
+            last = ran[-1]
+            after = crash.failed_test(self.config, last, (path, None, last), "teardown", text)
+            self.ihook.pytest_runtest_logreport(report=after)
+        else:
+            self._replay_collection_failure(crash.failed_collection(self.file, text), False)
+        return bool(remaining(self.collection.collected))
+
+    def _replay_collection_failure(self, report: pytest.CollectReport, died: bool) -> None:
+        self.collection.problems.append(report)
+        if not self.collect_only:
+            self.ihook.pytest_collectreport(report=report)
+        if died and not self.collect_only:  # no child counted the file's tests
+            self.file.session.testscollected -= 1

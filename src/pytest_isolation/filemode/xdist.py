@@ -1,0 +1,81 @@
+"""File mode under pytest-xdist: the worker's and the controller's part.
+
+Each worker collects one placeholder per test file and runs its files in
+children of its own, exactly as a single process does; the real tests'
+reports travel to the controller through xdist as usual.  What the
+controller's summaries need beyond them goes back in ``workeroutput``
+(:mod:`pytest_isolation.core.xdist`); each part merges its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.xdist import FILE_TESTS
+from pytest_isolation.core.xdist import worker_interactor
+from pytest_isolation.filemode.nodeargs import fail_if_not_found
+from pytest_isolation.filemode.nodeargs import write_not_found
+from pytest_isolation.filemode.nodes import ChildTest
+
+
+class WorkerFileMode:
+    """Registered in each xdist worker in file mode."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """Let xdist send a file's real tests' reports while it runs the placeholder."""
+        interactor = worker_interactor(self.config)
+        items = getattr(getattr(interactor, "session", None), "items", None)
+        index = getattr(interactor, "item_index", None)
+        if items is None or index is None or items[index].nodeid == report.nodeid:
+            return (yield)
+        placeholder = items[index]
+        items[index] = ChildTest.for_nodeid(placeholder.parent, report.nodeid)
+        try:
+            return (yield)
+        finally:
+            items[index] = placeholder
+
+
+class ControllerFileMode:
+    """Registered in the xdist controller in file mode."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.session: pytest.Session | None = None
+        self.notfound: list[str] = []
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_report_header(self) -> str:
+        return (
+            "isolation: file mode under pytest-xdist: each worker runs each of its test files "
+            "in a process of its own"
+        )
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal computes progress
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        count = getattr(report, FILE_TESTS, None)
+        if isinstance(count, int) and self.session is not None:
+            self.session.testscollected += count - 1  # the worker counted the file as one
+
+    def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
+        self.notfound.extend(output.get("notfound", ()))
+        method = output.get("start_method")
+        if method and START_METHOD not in self.config.stash:  # as the first worker reports it
+            self.config.stash[START_METHOD] = method
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        fail_if_not_found(session, self.notfound)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        write_not_found(terminalreporter, sorted(set(self.notfound)))
