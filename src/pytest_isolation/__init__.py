@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_isolation.core.names import VERSION
 from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # the real imports are lazy, see __getattr__ below
     from pytest_isolation.fixtures.tmp import UnsafeRemoval as UnsafeRemoval
     from pytest_isolation.fixtures.tmp import tmp as tmp
 
-__version__ = "0.1.0.dev0"
+__version__ = VERSION
 __all__ = [
     "IsolatedEnv",
     "IsolatedTmp",

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pytest_isolation.ci import quarantine
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core.names import CHILD_ENV
@@ -202,7 +203,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _register_run_records(config: pytest.Config, mode: str) -> None:
-    """The parent's sharding and run report (never in a file-mode child)."""
+    """The parent's sharding and run report (never in a file-mode child, which
+    does not import them)."""
     from pytest_isolation.ci.runreport import RunReport
     from pytest_isolation.ci.sharding import SHARDING_KEY
     from pytest_isolation.ci.sharding import Sharding
@@ -215,7 +217,7 @@ def _register_run_records(config: pytest.Config, mode: str) -> None:
 
 def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
     """Under pytest-xdist, the exchange between workers and controller, and file
-    mode's part on either side; True in the controller."""
+    mode's part on either side (imported only in file mode); True in the controller."""
     if is_worker(config):
         config.pluginmanager.register(WorkerOutput(config), names.XDIST_OUTPUT)
         if file_mode:
@@ -236,8 +238,6 @@ def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
 
 
 def _register_quarantine(config: pytest.Config) -> None:
-    from pytest_isolation.ci import quarantine
-
     found = quarantine.from_config(config)
     if found is not None:
         plugin = quarantine.Quarantine(config, *found)

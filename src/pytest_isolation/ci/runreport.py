@@ -18,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,9 +110,9 @@ class RunReport:
         self.started = time.time()
         self.current: str | None = None
         self.unowned_leaks = 0
-        found = options.path(config, "isolation_report", ini=False)
+        path, _ = options.raw(config, "isolation_report", ini=False)
         # An xdist worker's results reach the controller, which writes the report.
-        self.path = found[0] if found is not None and not is_worker(config) else None
+        self.path = Path(path) if path and not is_worker(config) else None
 
     def _file(self, path: str) -> FileResult:
         found = self.files.get(path)

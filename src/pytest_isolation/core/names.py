@@ -1,7 +1,10 @@
-"""Names the parts of the plugin share: registered plugin names and the
-environment variables passed between processes."""
+"""Names the parts of the plugin share: its version, registered plugin names
+and the environment variables passed between processes."""
 
 from __future__ import annotations
+
+#: The package's version (``pytest_isolation.__version__``).
+VERSION = "0.1.0.dev0"
 
 #: The leak guard, in the parent and in file-mode children.
 GUARD = "isolation-guard"

@@ -116,6 +116,9 @@ def probe_options(config: pytest.Config) -> list[str]:
 
 
 class Finder:
+    """One search: the victim, the probes' options and limits, and what the
+    probes have answered so far (every set already run, the JSON result)."""
+
     def __init__(self, config: pytest.Config, victim: str) -> None:
         self.config = config
         self.victim = self._nodeid(victim)

@@ -101,7 +101,9 @@ class FileModeController:
     """Runs every test file in a child process and replays its reports.
 
     Registered as ``isolation-controller`` in file mode (in each xdist worker
-    too); it offers :meth:`collect_in_child` under ``COLLECT_IN_CHILD``.
+    too); it offers :meth:`collect_in_child` under ``COLLECT_IN_CHILD``.  Beside
+    the settings it keeps the children it has started or prepared, each stage
+    of a child's life in an attribute of its own, as the run moves them along.
     """
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:

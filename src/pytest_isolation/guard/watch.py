@@ -87,7 +87,13 @@ GUARD_KEY = pytest.StashKey["LeakGuard"]()
 
 class LeakGuard:
     """Registered as ``isolation-guard``, and kept under :data:`GUARD_KEY`,
-    unless ``--isolation-leaks=off``."""
+    unless ``--isolation-leaks=off``.
+
+    Its many attributes are the open windows (test, higher-scoped fixtures,
+    file, import) and their snapshots: they share one tier of categories, the
+    sites and the log, and each hook moves state from one window to the next,
+    so they are one plugin object.
+    """
 
     def __init__(self, config: pytest.Config, policy: str, deep: bool) -> None:
         self.config = config

@@ -15,6 +15,7 @@ from typing import Any
 from pytest_isolation.selector.scopes import SCOPES
 from pytest_isolation.selector.scopes import Found
 from pytest_isolation.selector.scopes import Selection
+from pytest_isolation.selector.scopes import stem_of
 
 #: Version of the ``--isolation-json`` record.
 RECORD_VERSION = 1
@@ -211,8 +212,6 @@ def empty_reasons(decision: Decision, deleted: set[str]) -> None:
         f"(scope={scope})"
     ]
     for source in decision.sources:
-        from pytest_isolation.selector.scopes import stem_of
-
         stem = stem_of(source)
         why = f"no test named test_{stem}.py or {stem}_test.py, nor under a {stem}/ directory"
         if scope != "convention":

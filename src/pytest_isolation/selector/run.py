@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation import __version__
 from pytest_isolation.core import options
+from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.names import VERSION
 from pytest_isolation.filemode.nodes import COLLECT_IN_CHILD
 from pytest_isolation.filemode.nodes import ChildCollectionError
 from pytest_isolation.filemode.nodes import IsolatedFile
@@ -198,7 +199,7 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
 def _graph(config: pytest.Config, project: Project, decision: Decision) -> ImportGraph:
     cache = _cache(config)
     cached = cache.get(CACHE_KEY, None) if cache is not None else None
-    loaded = load_facts(project, cached, __version__)
+    loaded = load_facts(project, cached, VERSION)
     if cache is not None and loaded.cache != cached:
         cache.set(CACHE_KEY, loaded.cache)
     decision.graph.files = len(loaded.facts)
@@ -231,8 +232,8 @@ class Selector:
     @pytest.hookimpl(trylast=True)  # after -k, -m, --deselect and sharding
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         cap = self.decision.caps.max_items
-        if cap is None:
-            return
+        if cap is None or session.config.stash.get(IN_CHILD, False):
+            return  # a file-mode child: the parent has counted every file's tests
         count = count_items(session)
         if count <= cap:
             return
