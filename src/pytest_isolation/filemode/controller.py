@@ -112,8 +112,7 @@ class FileModeController:
         #: Threads of the process before any test ran: the main one and the plugins' idle ones.
         idle, beside = plugin_threads(config, is_worker(config))
         self.baseline_threads = 1 + idle
-        method, self.reason = resolve_start(settings.start, self.baseline_threads, beside)
-        self.method = method
+        self.method, self.reason = resolve_start(settings.start, self.baseline_threads, beside)
         config.stash[COLLECT_IN_CHILD] = self.collect_in_child
         self.node_args: NodeArgs | None = None
         self.notfound: list[str] = []
