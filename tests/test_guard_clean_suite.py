@@ -263,3 +263,24 @@ def test_clean_suite_in_file_mode(pytester: pytest.Pytester, start: str) -> None
     result = run_file_mode(pytester, start, *PLUGINS, "--randomly-seed=1")
     result.assert_outcomes(passed=24)
     result.stdout.no_fnmatch_line("*leaked*")
+
+
+def test_pytest_s_cache_directory_in_the_making_is_not_a_leak(pytester: pytest.Pytester) -> None:
+    """pytest's cache is made through a ``pytest-cache-files-*`` directory in
+    the working directory, which another xdist worker may create while a test
+    runs; a directory of another name still counts."""
+    pytester.makepyfile(
+        test_dirs="""
+        import os
+
+        def test_cache_in_the_making():
+            os.mkdir("pytest-cache-files-1a2b3c")
+
+        def test_own_directory():
+            os.mkdir("made-by-a-test")
+        """
+    )
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(["*test_own_directory leaked file 'made-by-a-test'*"])
+    result.stdout.no_fnmatch_line("*pytest-cache-files-*")

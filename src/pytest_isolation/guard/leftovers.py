@@ -15,8 +15,17 @@ from typing import NamedTuple
 #: How long finished-but-not-yet-exited threads and processes get, in seconds.
 GRACE = 0.2
 
-#: Names in the working directory that tools create during a run.
-TOOL_FILES = ("__pycache__", ".pytest_cache", ".hypothesis", ".coverage", ".mypy_cache")
+#: Names in the working directory that tools create during a run; pytest's cache
+#: makes ``.pytest_cache`` through a ``pytest-cache-files-*`` directory beside it,
+#: which another xdist worker sharing the directory may do while a test runs.
+TOOL_FILES = (
+    "__pycache__",
+    ".pytest_cache",
+    "pytest-cache-files-",
+    ".hypothesis",
+    ".coverage",
+    ".mypy_cache",
+)
 
 
 # The real functions, read once: a test may replace the module attributes.
