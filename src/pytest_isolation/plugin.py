@@ -10,6 +10,7 @@ from pytest_isolation.ci import quarantine
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core.names import CHILD_ENV
+from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.settings import CHOICES
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import ControllerInput
@@ -89,7 +90,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
     for dest, choices in CHOICES.items():
-        flag = "--" + dest.replace("_", "-")
+        flag = flag_of(dest)
         group.addoption(
             flag,
             dest=dest,
@@ -111,7 +112,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "isolation_leaks_deep", "Default of --isolation-leaks-deep.", type="bool", default=False
     )
     for dest, text in _SECONDS.items():
-        flag = "--" + dest.replace("_", "-")
+        flag = flag_of(dest)
         group.addoption(flag, dest=dest, default=None, metavar="SECONDS", help=text)
         parser.addini(dest, f"Default of {flag}.", default="")
     group.addoption(
@@ -148,7 +149,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "isolation-durations.json in the rootdir), to commit.",
     )
     for dest, (metavar, text, ini) in _VALUES.items():
-        flag = "--" + dest.replace("_", "-")
+        flag = flag_of(dest)
         group.addoption(flag, dest=dest, default=None, metavar=metavar, help=text)
         if ini:
             parser.addini(dest, f"Default of {flag}.", default="")
@@ -165,10 +166,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
     settings = Settings.from_config(config)
-    for flag, what in _FILE_MODE_ONLY.items():
-        if config.getoption(flag) is not None and settings.mode != "file":
-            option = "--" + flag.replace("_", "-")
-            raise pytest.UsageError(f"{option} {what}: it needs --isolation-mode=file")
+    for dest, what in _FILE_MODE_ONLY.items():
+        if config.getoption(dest) is not None and settings.mode != "file":
+            raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode=file")
     config.addinivalue_line("markers", MARKER_HELP)
     # The parts are imported when switched on: a spawned file-mode child loads this module too.
     if settings.leaks != "off":

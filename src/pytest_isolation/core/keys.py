@@ -7,6 +7,9 @@ plain values that parts below and beside each other exchange.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Sequence
+
 import pytest
 
 #: Set in a file-mode child: the process contains what the file's import and
@@ -19,3 +22,10 @@ START_METHOD = pytest.StashKey[str]()
 KEPT_DIRS = pytest.StashKey[list[str]]()
 #: On an item: it stands for a whole test file that runs in a child process.
 FILE_PLACEHOLDER = pytest.StashKey[bool]()
+#: File mode's controller: asks a child for a file's tests and returns stand-ins
+#: for them (``--collect-only``, the selector's count of tests).
+COLLECT_IN_CHILD = pytest.StashKey[Callable[[pytest.File], Sequence[pytest.Item]]]()
+
+#: Entries the parent's plugins keep: a forked child deletes them with those plugins
+#: (``names.PARENT_ONLY``), so nothing in it calls back into the parent's objects.
+PARENT_ONLY = (COLLECT_IN_CHILD,)

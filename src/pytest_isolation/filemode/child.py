@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import keys
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
@@ -249,6 +250,9 @@ def prepare_forked(session: pytest.Session) -> ChildPlugin:
     for name in names.PARENT_ONLY:  # the parent's business
         if config.pluginmanager.has_plugin(name):
             config.pluginmanager.unregister(name=name)
+    for key in keys.PARENT_ONLY:
+        if key in config.stash:
+            del config.stash[key]
     _leave_xdist(config)
     # Inherited counters would stop pytest's logic in the child early.
     session.testsfailed = 0

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.settings import Settings
@@ -38,7 +39,6 @@ from pytest_isolation.filemode.nodeargs import NodeArgs
 from pytest_isolation.filemode.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.nodeargs import split_node_args
 from pytest_isolation.filemode.nodeargs import write_not_found
-from pytest_isolation.filemode.nodes import COLLECT_IN_CHILD
 from pytest_isolation.filemode.nodes import ChildCollectionError
 from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
@@ -274,7 +274,7 @@ class FileModeController:
         )
         self.started[index] = self._start(spec, file, index, more)
 
-    def collect_in_child(self, file: IsolatedFile) -> list[ChildTest]:
+    def collect_in_child(self, file: pytest.File) -> list[ChildTest]:
         """``--collect-only``: ask a child for the file's tests, return stand-ins."""
         relay = FileRelay(file, self._not_found, collect_only=True)
         spec = wire.ChildSpec(
@@ -339,7 +339,7 @@ class FileModeController:
         return death
 
     def _start(
-        self, spec: wire.ChildSpec, file: IsolatedFile, index: int = -1, more: bool = False
+        self, spec: wire.ChildSpec, file: pytest.File, index: int = -1, more: bool = False
     ) -> Child:
         self.exited = [child for child in self.exited if not child.poll()]
         if self.basetemp is None:
@@ -369,7 +369,7 @@ class FileModeController:
             self.warm = self._fork_ahead()
         return child
 
-    def _fork_now(self, file: IsolatedFile) -> Warm:
+    def _fork_now(self, file: pytest.File) -> Warm:
         """Fork a child of the parent itself, for ``file``."""
         session, parent = file.session, file.parent
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
+from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 
 #: Name of the one placeholder item of each file (its node id is ``path::<isolated file>``).
@@ -91,8 +91,3 @@ class ChildTest(pytest.Item):
         item = cls.from_parent(file, name=name, nodeid=nodeid)
         item.deselected_in_child = deselected
         return item
-
-
-#: Asks a child for a file's tests and returns stand-ins for them (``--collect-only``,
-#: and the selector's count of tests); set by the controller.
-COLLECT_IN_CHILD = pytest.StashKey[Callable[[IsolatedFile], list[ChildTest]]]()

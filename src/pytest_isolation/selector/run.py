@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import options
-from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.names import VERSION
-from pytest_isolation.filemode.nodes import COLLECT_IN_CHILD
 from pytest_isolation.filemode.nodes import ChildCollectionError
+from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
 from pytest_isolation.filemode.nodes import IsolatedFileItem
 from pytest_isolation.selector import decision as decide
@@ -232,8 +232,8 @@ class Selector:
     @pytest.hookimpl(trylast=True)  # after -k, -m, --deselect and sharding
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         cap = self.decision.caps.max_items
-        if cap is None or session.config.stash.get(IN_CHILD, False):
-            return  # a file-mode child: the parent has counted every file's tests
+        if cap is None:
+            return
         count = count_items(session)
         if count <= cap:
             return
@@ -266,7 +266,11 @@ def count_items(session: pytest.Session) -> int:
             stand_ins = collect_in_child(file)
         except (ChildCollectionError, pytest.skip.Exception):
             continue
-        total += sum(1 for test in stand_ins if not test.deselected_in_child)
+        total += sum(
+            1
+            for test in stand_ins
+            if not (isinstance(test, ChildTest) and test.deselected_in_child)
+        )
     return total
 
 
