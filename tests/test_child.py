@@ -18,11 +18,25 @@ def test_detached_terminal_keeps_the_terminal_writer(pytester: pytest.Pytester) 
     assert not any(name.startswith("pytest_") for name in vars(reporter))
 
 
-def test_session_setupstate_can_tear_down_everything(pytester: pytest.Pytester) -> None:
-    """``_teardown_all`` needs ``session._setupstate.teardown_exact(None)``."""
-    items, _ = pytester.inline_genitems(pytester.makepyfile("def test_1(): pass\n"))
-    setupstate = items[0].session._setupstate
-    assert callable(setupstate.teardown_exact)
+def test_junit_s_writer_is_under_xml_key(pytester: pytest.Pytester) -> None:
+    """:mod:`filemode.junit` finds junit's writer under ``xml_key`` and calls
+    ``add_global_property``, ``node_reporter(nodeid).add_attribute`` and ``family``."""
+    from _pytest.junitxml import xml_key
+
+    config = pytester.parseconfigure(f"--junitxml={pytester.path / 'out.xml'}")
+    writer = config.stash[xml_key]
+    assert config.pluginmanager.is_registered(writer)
+    assert callable(writer.add_global_property)
+    assert callable(writer.node_reporter("test_a.py::test_x").add_attribute)
+    assert writer.family in ("xunit1", "xunit2", "legacy")
+
+
+def test_collection_hook_is_an_attribute_of_the_hook_relay(pytester: pytest.Pytester) -> None:
+    """:mod:`filemode.conftests` swaps ``config.hook.pytest_collection_modifyitems``."""
+    config = pytester.parseconfigure()
+    caller = config.hook.pytest_collection_modifyitems
+    assert caller.has_spec()
+    assert "pytest_collection_modifyitems" in vars(config.hook)
 
 
 def test_failed_comparison_is_explained_in_a_child(pytester: pytest.Pytester) -> None:
@@ -47,7 +61,7 @@ def test_a_forked_child_unregisters_the_parent_s_plugins(pytester: pytest.Pytest
     pytester.makeconftest(
         check
         + """
-        def pytest_sessionfinish(session):  # the parent's: a child ends before it
+        def pytest_sessionfinish(session):  # the parent's runs last (after the children's)
             Path("parent.json").write_text(json.dumps(registered(session.config)))
         """
     )

@@ -162,6 +162,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before any plugin's configure asks if it is an xdist worker
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    child = os.environ.get(CHILD_ENV)
+    if child is not None:
+        from pytest_isolation.filemode.child import adopt_worker_identity
+        from pytest_isolation.filemode.wire import ChildSpec
+
+        adopt_worker_identity(config, ChildSpec.from_env(child))
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)

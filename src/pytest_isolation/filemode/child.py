@@ -2,8 +2,9 @@
 
 The child collects one test file, runs its items through pytest's ordinary
 runtest protocol and streams every hook the parent must replay over the pipe.
-It never reaches ``pytest_sessionfinish``: the parent owns the cache, junit
-XML and the terminal, so the child ends with ``os._exit``.
+It ends its session like a pytest-xdist worker (:mod:`.childend`): the
+plugins living in it finish there, the parent finishes the terminal, junit
+XML and the cache for the whole run; then the child ends with ``os._exit``.
 
 Imports: stdlib, pytest, the wire protocol, the core and the coverage hand-off
 only, so a child starts light (``lint-imports`` keeps it so).
@@ -17,6 +18,7 @@ from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 import pytest
 
@@ -29,12 +31,15 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import childcov
+from pytest_isolation.filemode import childend
+from pytest_isolation.filemode import junit
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
 from pytest_isolation.filemode.wire import FINISHED
 from pytest_isolation.filemode.wire import HELLO
 from pytest_isolation.filemode.wire import INTERRUPTED
+from pytest_isolation.filemode.wire import JUNIT
 from pytest_isolation.filemode.wire import KEPT
 from pytest_isolation.filemode.wire import LEAK
 from pytest_isolation.filemode.wire import LOGFINISH
@@ -42,6 +47,7 @@ from pytest_isolation.filemode.wire import LOGSTART
 from pytest_isolation.filemode.wire import NOTFOUND
 from pytest_isolation.filemode.wire import PROTOCOL_VERSION
 from pytest_isolation.filemode.wire import REPORT
+from pytest_isolation.filemode.wire import STATUS
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
@@ -88,9 +94,9 @@ class ChildPlugin:
         for collector in parent.ihook.pytest_collect_file(file_path=path, parent=parent):
             items.extend(session.genitems(collector))
         config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
-        config.hook.pytest_collection_finish(session=session)
-        session.items = items
+        session.items = items  # what pytest_collection_finish reads, as in a plain run
         session.testscollected = len(items)
+        config.hook.pytest_collection_finish(session=session)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # narrow to path::name args before -k/-m/--lf
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None]:
@@ -106,6 +112,13 @@ class ChildPlugin:
             items[:] = [i for i in items if str(i.nodeid) not in self.spec.skip]
         return (yield)
 
+    def pytest_plugin_registered(self, plugin: object, manager: pytest.PytestPluginManager) -> None:
+        """A plugin that replaces the terminal reporter after the child detached
+        it (pytest-instafail, in a spawned child's configure) is detached too."""
+        is_reporter = manager.get_name(plugin) == "terminalreporter"
+        if is_reporter and not isinstance(plugin, _TerminalStandIn):
+            _detach_terminal(self.config)
+
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
         self.sender.send(DESELECTED, nodeids=[str(item.nodeid) for item in items])
 
@@ -116,11 +129,19 @@ class ChildPlugin:
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGSTART, nodeid=str(nodeid), location=location)
 
+    @pytest.hookimpl(trylast=True)  # after the child's plugins have seen the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Plugins may settle a report's outcome while its status is asked for
+        # (pytest's subtests fail a test with failed subtests there), from
+        # state kept in this process: ask here, so the parent gets it settled.
+        self.config.hook.pytest_report_teststatus(report=report, config=self.config)
         self.sender.send(REPORT, data=self._serialize(report))
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
+
+    def record_junit(self, what: str, nodeid: str, name: str, value: str) -> None:
+        self.sender.send(JUNIT, what=what, nodeid=nodeid, name=name, value=value)
 
     def pytest_isolation_leak(self, leak: Leak) -> None:
         self.sender.send(LEAK, fields=leak.to_wire())
@@ -158,36 +179,29 @@ class ChildPlugin:
         data: dict[str, Any] = hook(config=config, report=report)
         return data
 
-    def run(self, session: pytest.Session) -> int:
-        """Run the collected items; return the exit code for ``os._exit``."""
+    def run(self, session: pytest.Session) -> Interruption | None:
+        """Run the collected items; say how the run was interrupted, if it was."""
         if self.spec.collect_only:
-            return 0
+            return None
         items = session.items
         try:
             for index, item in enumerate(items):
                 nextitem = items[index + 1] if index + 1 < len(items) else None
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 if session.shouldfail or session.shouldstop:
-                    _teardown_all(session)
                     break
         except KeyboardInterrupt:
-            self.sender.send(INTERRUPTED, reason=None, returncode=None)
-            return INTERRUPTED_EXIT
+            return Interruption(None, None)
         except pytest.exit.Exception as stop:  # pytest.exit() ends the whole run
-            self.sender.send(INTERRUPTED, reason=stop.msg, returncode=stop.returncode)
-            return INTERRUPTED_EXIT
-        return 0
+            return Interruption(stop.msg, stop.returncode)
+        return None
 
 
-def _teardown_all(session: pytest.Session) -> None:
-    """Finalize fixtures still set up when ``-x``/``--maxfail`` stops early.
+class Interruption(NamedTuple):
+    """A Ctrl-C (no reason) or ``pytest.exit(reason, returncode)`` in the child."""
 
-    Private pytest API, unavoidable: pytest itself does this from its
-    ``pytest_sessionfinish``, which a child never reaches (it would also write
-    the cache and junit XML).  ``tests/test_child.py`` fails loudly if the
-    attribute disappears.
-    """
-    session._setupstate.teardown_exact(None)
+    reason: str | None
+    returncode: int | None
 
 
 def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
@@ -196,6 +210,7 @@ def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
     plugin = ChildPlugin(config, Sender(fd))
     manager = config.pluginmanager
     manager.register(plugin, names.CHILD)
+    junit.install_in_child(config, plugin.record_junit)
     plugin.live = True
     config.stash[IN_CHILD] = True  # imports and the file's end are contained by this process
     return plugin
@@ -215,7 +230,7 @@ def _detach_terminal(config: pytest.Config) -> None:
     if reporter is None:
         return
     manager.unregister(reporter)
-    manager.register(_TerminalStandIn(reporter._tw), "terminalreporter")
+    manager.register(_TerminalStandIn(config, reporter._tw), "terminalreporter")
 
 
 class _TerminalStandIn:
@@ -225,23 +240,32 @@ class _TerminalStandIn:
     (pytest-rerunfailures) find nothing to tidy; the parent keeps the real ones.
     """
 
-    def __init__(self, writer: object) -> None:
+    def __init__(self, config: pytest.Config, writer: object) -> None:
+        self.config = config
         self._tw = writer
         self.stats: dict[str, list[object]] = {}
 
 
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
-    """Run the file, tell the parent, and end the process without sessionfinish."""
-    code = plugin.run(session)
+    """Run the file, end the session, tell the parent, and end the process."""
+    interruption = plugin.run(session)
+    if not plugin.spec.collect_only:
+        status = childend.session_status(session, interruption is not None)
+        raised = childend.end_session(session, status)
+        if raised != status:  # a plugin failed the run at its end
+            plugin.sender.send(STATUS, status=raised)
     sys.stdout.flush()
     sys.stderr.flush()
     kept = session.config.stash.get(KEPT_DIRS, [])
     if kept:  # isolated_tmp directories kept: the parent's summary lists them
         plugin.sender.send(KEPT, lines=kept)
     childcov.save()
-    if code == 0:
-        plugin.sender.send(FINISHED)
-    os._exit(code)
+    if interruption is not None:
+        reason, returncode = interruption
+        plugin.sender.send(INTERRUPTED, reason=reason, returncode=returncode)
+        os._exit(INTERRUPTED_EXIT)
+    plugin.sender.send(FINISHED)
+    os._exit(0)
 
 
 def prepare_forked(session: pytest.Session) -> ChildPlugin:
@@ -292,8 +316,12 @@ def run_forked(
         assert placeholder is not None
         parent = placeholder.parent
     plugin.start(payload["spec"], parent)
-    session.config.hook.pytest_collection(session=session)
-    finish(session, plugin)
+    hook = session.config.hook
+    hook.pytest_collection(session=session)
+    # Through the hook, as in a spawned child: the wrappers of the run loop
+    # set up its state again (logging's handlers, which the collection
+    # wrapper has just taken off); the child plugin's loop ends the process.
+    hook.pytest_runtestloop(session=session)
 
 
 def _restart_capture(config: pytest.Config) -> None:
@@ -307,6 +335,14 @@ def _restart_capture(config: pytest.Config) -> None:
         os.close(stderr)
         capman.start_global_capturing()
         capman.suspend_global_capture()
+
+
+def adopt_worker_identity(config: pytest.Config, spec: ChildSpec) -> None:
+    """A child spawned by a pytest-xdist worker is that worker to its plugins
+    and tests (``worker_id``, ``testrun_uid``), as a forked one is."""
+    if spec.workerinput is not None:
+        config.workerinput = spec.workerinput  # type: ignore[attr-defined]
+        config.workeroutput = {}  # type: ignore[attr-defined]
 
 
 def install_spawned(config: pytest.Config, spec: ChildSpec) -> None:

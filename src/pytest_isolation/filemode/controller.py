@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import sys
 import threading
@@ -25,6 +26,8 @@ from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
 from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.filemode import conftests
+from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import prepare_forked
 from pytest_isolation.filemode.child import run_forked
@@ -81,6 +84,7 @@ def check_compatible(config: pytest.Config) -> None:
                 f"--isolation-mode=file cannot be combined with {flag}: the debugger would run "
                 f"in a child without a terminal; run the file without --isolation-mode=file"
             )
+    plugins.refuse_uncombinable(config)
 
 
 def shared_basetemp(config: pytest.Config) -> Path | None:
@@ -128,6 +132,8 @@ class FileModeController:
         self.exited: list[Child] = []
         self.basetemp: Path | None = None
         self.spawned = 0
+        #: The exit status a plugin raised at the end of a child's session.
+        self.status = 0
         config.add_cleanup(self.close)
 
     @property
@@ -158,7 +164,8 @@ class FileModeController:
             self.node_args = split_node_args(original, config.invocation_params.dir)
             config.args = self.node_args.paths
         try:
-            return (yield)
+            with conftests.item_hook_without_conftests(config):
+                return (yield)
         finally:
             config.args = original
 
@@ -189,19 +196,27 @@ class FileModeController:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.positions = {item: index for index, item in enumerate(session.items)}
 
-    def pytest_report_collectionfinish(self, items: Sequence[pytest.Item]) -> str | None:
+    def pytest_report_collectionfinish(self, items: Sequence[pytest.Item]) -> list[str] | None:
         """Explain the "collected N items" line, which counts files in file mode."""
         if self.config.option.collectonly or self.config.option.verbose < 0:
             return None
         files = sum(isinstance(item, IsolatedFileItem) for item in items)
         noun = "file" if files == 1 else "files"
-        return f"isolation: {files} test {noun}, each collected and run in its own process"
+        lines = [f"isolation: {files} test {noun}, each collected and run in its own process"]
+        for path in conftests.with_item_hook(self.config):
+            where = os.path.relpath(path, self.config.invocation_params.dir)
+            lines.append(
+                f"isolation: {where}: pytest_collection_modifyitems runs in each file's "
+                f"process, on that file's tests (it cannot reorder tests across files)"
+            )
+        return lines
 
-    def pytest_report_header(self) -> str:
-        return (
+    def pytest_report_header(self) -> list[str]:
+        return [
             f"isolation: file mode, each test file in its own process "
-            f"(start method {self.method}: {self.reason})"
-        )
+            f"(start method {self.method}: {self.reason})",
+            *plugins.notices(self.config),
+        ]
 
     # -- running ----------------------------------------------------------------
 
@@ -235,12 +250,15 @@ class FileModeController:
                 )
                 child = self._start(attempt, file, index, more)
             death = self._relay(child, relay)
-            if death is not None and relay.crashed(death.how, death.tail):
+            resumes = death is not None and relay.crashed(death.how, death.tail)
+            if resumes and not self._stopping():  # -x/--maxfail count the crash too
                 relay.next_child()  # the rest of this attempt, in a new child
             elif self._stopping() or not relay.retry():
                 break
             child = None
         relay.conclude()
+        if relay.status is not None and not self.status:
+            self.status = relay.status
         seconds = time.monotonic() - started
         self.config.hook.pytest_isolation_file_finished(
             config=self.config, record=relay.record, seconds=seconds
@@ -354,6 +372,8 @@ class FileModeController:
             args = list(params.args)
             if is_worker(self.config):  # the child runs its file itself, not through xdist
                 args += ["-n", "0", "--dist", "no"]
+                workerinput = _json_values(self.config.workerinput)  # type: ignore[attr-defined]
+                spec = dataclasses.replace(spec, workerinput=workerinput)
             if self.config.pluginmanager.has_plugin("_cov"):
                 args.append("--cov-append")  # else pytest-cov erases the other children's data
             if self.basetemp is not None:  # a directory per child: pytest empties it first
@@ -430,6 +450,8 @@ class FileModeController:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         fail_if_not_found(session, self.notfound)
+        if self.status and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = self.status
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, self.notfound)
@@ -448,6 +470,12 @@ class Death(NamedTuple):
 
     how: str
     tail: str
+
+
+def _json_values(mapping: dict[str, Any]) -> dict[str, Any]:
+    """``mapping`` with what JSON cannot carry as strings."""
+    loaded: dict[str, Any] = json.loads(json.dumps(mapping, default=str))
+    return loaded
 
 
 def _end(child: Child) -> None:

@@ -24,6 +24,7 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import crash
+from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.retry import Attempts
@@ -105,6 +106,8 @@ class FileRelay:
         #: The running test and the phases it reported.
         self.inflight: tuple[str, Location] | None = None
         self.phases: set[str] = set()
+        #: The exit status a plugin raised at the end of a child's session.
+        self.status: int | None = None
         self._handlers: dict[str, Callable[..., None]] = {
             wire.HELLO: self._hello,
             wire.COLLECTREPORT: self._collectreport,
@@ -115,8 +118,10 @@ class FileRelay:
             wire.REPORT: self._report,
             wire.WARNING: self._warning,
             wire.LEAK: self._leak,
+            wire.JUNIT: self._junit,
             wire.KEPT: self._kept,
             wire.LOGFINISH: self._logfinish,
+            wire.STATUS: self._status,
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
         }
@@ -245,6 +250,9 @@ class FileRelay:
         if guard is not None:
             guard.record(Leak(**fields))
 
+    def _junit(self, what: str, nodeid: str, name: str, value: str) -> None:
+        junit.record_in_parent(self.config, what, nodeid, name, value)
+
     def _kept(self, lines: list[str]) -> None:
         self.config.stash.setdefault(KEPT_DIRS, []).extend(lines)
 
@@ -256,6 +264,9 @@ class FileRelay:
         self.attempts.end_test(nodeid, self.end.death)
 
     # -- the end of a child -------------------------------------------------------
+
+    def _status(self, status: int) -> None:
+        self.status = status
 
     def _interrupted(self, reason: str | None, returncode: int | None) -> None:
         self.end.interrupted = True

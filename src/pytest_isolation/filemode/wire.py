@@ -21,7 +21,7 @@ from typing import Any
 from typing import BinaryIO
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 _HEADER = struct.Struct(">I")
 
@@ -38,8 +38,12 @@ LOGSTART = "logstart"
 REPORT = "report"
 WARNING = "warning"
 LEAK = "leak"
+#: junit XML data a test recorded beside its reports (:mod:`.junit`).
+JUNIT = "junit"
 KEPT = "kept"
 LOGFINISH = "logfinish"
+#: The exit status a plugin raised at the end of the child's session.
+STATUS = "status"
 INTERRUPTED = "interrupted"
 FINISHED = "finished"
 
@@ -63,6 +67,8 @@ class ChildSpec:
     #: Spawn only: the write end of the pipe, and ``sys.path[0]`` of the parent.
     fd: int = -1
     path0: str = ""
+    #: Spawn from a pytest-xdist worker: the worker's ``workerinput`` (JSON values).
+    workerinput: dict[str, Any] | None = None
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -83,12 +89,27 @@ class Sender:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.pid = os.getpid()
 
     def send(self, kind: str, **payload: Any) -> None:
+        if os.getpid() != self.pid:
+            _end_forked_copy(self.pid)
         body = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(_HEADER.pack(len(body)) + body)
         while view:
             view = view[os.write(self.fd, view) :]
+
+
+def _end_forked_copy(child: int) -> None:
+    """A test forked the child and its copy went on into pytest
+    (``if os.fork() == 0: return``): only the child talks to the parent, so
+    the copy ends here, saying so, instead of running the file's other tests."""
+    os.write(
+        2,
+        f"isolation: process {os.getpid()}, forked by a test in process {child}, "
+        f"returned into pytest; it ends here\n".encode(),
+    )
+    os._exit(0)
 
 
 class TimedOut(Exception):

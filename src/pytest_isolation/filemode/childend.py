@@ -1,0 +1,70 @@
+"""How a file-mode child ends its pytest session: like a pytest-xdist worker.
+
+The plugins that live in the child (fixtures' session teardown, logging's
+file handler, syrupy, the unraisable-exception check, ...) get their
+``pytest_sessionfinish`` and ``pytest_unconfigure`` there, as they would at
+the end of a plain run.  The plugins whose end-of-run work is the parent's,
+because the parent holds the whole run's results (terminal, junit XML,
+``--lf``/``--nf``/``--sw`` cache, tmp_path retention, pastebin, pytest-cov's
+report, this plugin's run records), are left out: the parent runs them once
+for the whole run.
+
+Imports: stdlib and pytest only (the child side stays light).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_isolation.core import names
+
+#: pytest's and other plugins' names whose end-of-run work the parent does.
+PARENT_OWNED = (
+    "terminalreporter",
+    "junitxml",
+    "lfplugin",
+    "nfplugin",
+    "stepwise",
+    "stepwiseplugin",
+    "tmpdir",
+    "pastebin",
+    "_cov",
+    names.XDIST_OUTPUT,
+    *names.PARENT_ONLY,
+)
+
+
+def parent_owned(config: pytest.Config) -> list[object]:
+    """The registered plugins of :data:`PARENT_OWNED` (junit's XML writer has
+    already left the child: :mod:`.junit`)."""
+    manager = config.pluginmanager
+    found = [manager.get_plugin(name) for name in PARENT_OWNED]
+    return [plugin for plugin in found if plugin is not None]
+
+
+def end_session(session: pytest.Session, status: int) -> int:
+    """Run the child-side plugins' session end; return the exit status they leave.
+
+    A plugin may raise the status in its ``pytest_sessionfinish`` (syrupy
+    does for unused snapshots); the parent applies the raised value.
+    """
+    config = session.config
+    excluded = parent_owned(config)
+    manager = config.pluginmanager
+    session.exitstatus = status
+    finish: Any = manager.subset_hook_caller("pytest_sessionfinish", excluded)
+    finish(session=session, exitstatus=status)
+    unconfigure: Any = manager.subset_hook_caller("pytest_unconfigure", excluded)
+    unconfigure(config=config)
+    return int(session.exitstatus)
+
+
+def session_status(session: pytest.Session, interrupted: bool) -> int:
+    """The exit status a plain session of this one file would finish with."""
+    if interrupted:
+        return int(pytest.ExitCode.INTERRUPTED)
+    if session.testsfailed:
+        return int(pytest.ExitCode.TESTS_FAILED)
+    return int(pytest.ExitCode.OK)

@@ -1,0 +1,45 @@
+"""Third-party plugins whose results file mode cannot combine.
+
+Each child ends its session like a pytest-xdist worker, so a plugin's
+per-test work is done in the child; what some plugins make of the whole
+run at its end (a table, a JSON file, a summary) is made in each child from
+that child's file alone.  Where that loses a result, file mode refuses at
+start; where it only narrows a report, the run says so in its header.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _benchmarks_run(config: pytest.Config) -> bool:
+    """pytest-benchmark measures in this run (it turns itself off under xdist)."""
+    if config.getoption("benchmark_skip", None) is None:  # the plugin's options: not loaded
+        return False
+    if config.getoption("benchmark_skip"):
+        return False
+    disabled = config.getoption("benchmark_disable", False)
+    return not disabled or bool(config.getoption("benchmark_enable", False))
+
+
+def refuse_uncombinable(config: pytest.Config) -> None:
+    """Refuse, naming the plugin, what would lose results."""
+    if _benchmarks_run(config) and config.getoption("dist", "no") in ("no", None):
+        raise pytest.UsageError(
+            "--isolation-mode=file cannot combine pytest-benchmark's results: each file's "
+            "process would print its own table and overwrite --benchmark-json/--benchmark-save; "
+            "run benchmarks without --isolation-mode=file, or pass --benchmark-disable "
+            "(or --benchmark-skip)"
+        )
+
+
+def notices(config: pytest.Config) -> list[str]:
+    """What the header says about plugins whose end-of-run report narrows."""
+    found = []
+    if config.pluginmanager.has_plugin("syrupy"):
+        found.append(
+            "isolation: syrupy checks, writes and deletes snapshots in each file's process; "
+            "its summary is not shown and unused snapshots are found file by file "
+            "(a snapshot file whose test file is gone is not reported)"
+        )
+    return found
