@@ -252,3 +252,154 @@ def test_exit_code_passing_run(pytester: pytest.Pytester, start: str) -> None:
     result = run_file_mode(pytester, start)
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=2)
+
+
+# -- what a plain run says beside the outcomes (issue 14) ------------------------------
+
+
+def test_two_test_files_with_one_module_name_fail_to_collect(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Without ``__init__.py`` both import as ``test_api``: a plain run stops."""
+    for folder in ("a", "b"):
+        pytester.mkdir(folder).joinpath("test_api.py").write_text("def test_x(): pass\n")
+    plain = run_plain(pytester)
+    isolated = run_file_mode(pytester, start)
+    for result in (plain, isolated):
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(
+            [
+                "*ERROR collecting b/test_api.py*",
+                "import file mismatch:",
+                "imported module 'test_api' has this __file__ attribute:",
+                f"  {pytester.path / 'a' / 'test_api.py'}",
+                "which is not the same as the test file we want to collect:",
+                f"  {pytester.path / 'b' / 'test_api.py'}",
+                "*Interrupted: 1 error during collection*",
+            ]
+        )
+    importlib = run_file_mode(pytester, start, "--import-mode=importlib")
+    importlib.assert_outcomes(passed=2)
+
+
+def test_a_config_warning_is_counted_once(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makeini("[pytest]\nunknown_key = 1\n")
+    for name in ("test_1", "test_2", "test_3"):
+        pytester.makepyfile(**{name: "def test_x(): pass\n"})
+    for result in (run_plain(pytester), run_file_mode(pytester, start)):
+        result.assert_outcomes(passed=3, warnings=1)
+        assert result.stdout.str().count("Unknown config option: unknown_key") == 1
+
+
+def test_pytest_cov_adds_no_warning(pytester: pytest.Pytester, start: str) -> None:
+    pytest.importorskip("pytest_cov")
+    pytester.mkpydir("mypkg").joinpath("calc.py").write_text("def add(a, b):\n    return a + b\n")
+    pytester.makepyfile(test_add="from mypkg.calc import add\ndef test_add(): assert add(1, 2)\n")
+    result = run_file_mode(pytester, start, "-p", "pytest_cov", "--cov=mypkg")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["TOTAL * 100%"])
+    assert "No data was collected" not in result.stdout.str() + result.stderr.str()
+
+
+SEVEN = {
+    "test_a": "def test_1(): pass\ndef test_2(): pass\n",
+    "test_b": "import os\ndef test_3(): pass\n"
+    "def test_4(): assert not os.path.exists('BROKEN')\ndef test_5(): pass\n",
+    "test_c": "def test_6(): pass\ndef test_7(): pass\n",
+}
+
+
+def test_failed_first_runs_the_failed_file_first(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(**SEVEN)
+    pytester.path.joinpath("BROKEN").touch()
+    run_file_mode(pytester, start).assert_outcomes(passed=6, failed=1)
+    result = run_file_mode(pytester, start, "--ff", "-v")
+    result.assert_outcomes(passed=6, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "run-last-failure: rerun previous 1 failure first",
+            "test_b.py::test_4 FAILED*",
+            "test_b.py::test_3 PASSED*",
+            "test_b.py::test_5 PASSED*",
+            "test_a.py::test_1 PASSED*",
+        ]
+    )
+    last = run_file_mode(pytester, start, "--lf")
+    last.assert_outcomes(failed=1)
+    last.stdout.fnmatch_lines(["run-last-failure: rerun previous 1 failure (skipped 2 files)"])
+
+
+def test_stepwise_is_refused(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(**SEVEN)
+    result = run_file_mode(pytester, start, "--sw")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot be combined with --stepwise/--sw*"])
+
+
+def test_setup_show_lines_are_in_place(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(
+        test_s="""
+        import pytest
+
+        @pytest.fixture
+        def f():
+            yield 1
+
+        def test_a(f):
+            pass
+
+        def test_b(f):
+            pass
+        """
+    )
+
+    def shown(result: pytest.RunResult) -> list[str]:
+        lines = result.outlines
+        return lines[lines.index("test_s.py ") : lines.index("test_s.py ") + 7]
+
+    plain = shown(run_plain(pytester, "--setup-show"))
+    assert plain[1].strip() == "SETUP    F f"
+    assert shown(run_file_mode(pytester, start, "--setup-show")) == plain
+
+
+def test_a_keyboard_interrupt_is_located_at_its_test(pytester: pytest.Pytester, start: str) -> None:
+    pytester.makepyfile(
+        test_k="def test_a(): pass\ndef test_k():\n    raise KeyboardInterrupt\n"
+        "def test_c(): pass\n"
+    )
+    for result in (run_plain(pytester), run_file_mode(pytester, start)):
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        result.stdout.fnmatch_lines([f"{pytester.path / 'test_k.py'}:3: KeyboardInterrupt"])
+
+
+def test_every_file_starts_from_the_run_s_environment(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """A non-Python item runs in the parent; what it sets reaches no file's
+    child, whichever the start method."""
+    pytester.makeconftest(
+        """
+        import os
+        import pytest
+
+        class SetsEnv(pytest.Item):
+            def runtest(self):
+                os.environ["FROM_ITEM"] = "1"
+
+        class EnvFile(pytest.File):
+            def collect(self):
+                yield SetsEnv.from_parent(self, name="sets")
+
+        def pytest_collect_file(file_path, parent):
+            if file_path.suffix == ".env":
+                return EnvFile.from_parent(parent, path=file_path)
+        """
+    )
+    pytester.path.joinpath("a.env").write_text("")
+    pytester.makepyfile(
+        test_1="import os\ndef test_x(): assert 'FROM_ITEM' not in os.environ\n",
+        test_2="import os\ndef test_y(): assert 'FROM_ITEM' not in os.environ\n",
+    )
+    result = run_file_mode(pytester, start, "--isolation-leaks=off", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)

@@ -296,3 +296,16 @@ def test_with_xdist_the_controller_writes_the_whole_report(pytester: pytest.Pyte
     assert len(document["files"]) == 6
     assert document["totals"]["tests"]["passed"] == 6
     assert not list(pytester.path.glob("run.json.tmp"))
+
+
+def test_a_collection_error_is_counted_as_on_pytest_s_final_line(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(test_bad="import nope\n", test_ok="def test_b(): pass\n")
+    result = run_file_mode(pytester, start, "--isolation-report=report.json")
+    result.assert_outcomes(passed=1, errors=1)
+    document = json.loads((pytester.path / "report.json").read_text())
+    _validate(document)
+    assert document["totals"]["tests"]["error"] == 1
+    assert document["totals"]["tests"]["passed"] == 1
+    assert _files(document)["test_bad.py"]["tests"]["error"] == 1

@@ -142,7 +142,9 @@ class RunReport:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and report.nodeid:
-            self._file(file_of(report.nodeid)).collection_failed = True
+            result = self._file(file_of(report.nodeid))
+            result.collection_failed = True
+            result.tests["error"] += 1  # counted as an error on pytest's final line too
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.current = file_of(nodeid)

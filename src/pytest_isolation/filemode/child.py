@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
+from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +51,7 @@ from pytest_isolation.filemode.wire import PROTOCOL_VERSION
 from pytest_isolation.filemode.wire import REPORT
 from pytest_isolation.filemode.wire import STATUS
 from pytest_isolation.filemode.wire import WARNING
+from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.filemode.wire import receive
@@ -117,7 +120,7 @@ class ChildPlugin:
         it (pytest-instafail, in a spawned child's configure) is detached too."""
         is_reporter = manager.get_name(plugin) == "terminalreporter"
         if is_reporter and not isinstance(plugin, _TerminalStandIn):
-            _detach_terminal(self.config)
+            _detach_terminal(self.config, self.write_terminal)
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
         self.sender.send(DESELECTED, nodeids=[str(item.nodeid) for item in items])
@@ -140,6 +143,10 @@ class ChildPlugin:
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
 
+    def write_terminal(self, text: str) -> None:
+        if self.live:
+            self.sender.send(WRITE, text=text)
+
     def record_junit(self, what: str, nodeid: str, name: str, value: str) -> None:
         self.sender.send(JUNIT, what=what, nodeid=nodeid, name=name, value=value)
 
@@ -153,7 +160,9 @@ class ChildPlugin:
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
-        if not self.live:
+        # The parent has issued the config-time warnings (pytest re-checks the
+        # ini keys after each collection, the child's too).
+        if not self.live or when == "config":
             return
         category = warning_message.category
         self.sender.send(
@@ -190,8 +199,9 @@ class ChildPlugin:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 if session.shouldfail or session.shouldstop:
                     break
-        except KeyboardInterrupt:
-            return Interruption(None, None)
+        except KeyboardInterrupt as interrupt:
+            where = traceback.extract_tb(interrupt.__traceback__)[-1]
+            return Interruption(None, None, (where.filename, where.lineno or 1))
         except pytest.exit.Exception as stop:  # pytest.exit() ends the whole run
             return Interruption(stop.msg, stop.returncode)
         return None
@@ -202,12 +212,14 @@ class Interruption(NamedTuple):
 
     reason: str | None
     returncode: int | None
+    #: Where a KeyboardInterrupt was raised: path and line.
+    where: tuple[str, int] | None = None
 
 
 def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
     """Turn this process's pytest into a child that reports on ``fd``."""
-    _detach_terminal(config)
     plugin = ChildPlugin(config, Sender(fd))
+    _detach_terminal(config, plugin.write_terminal)
     manager = config.pluginmanager
     manager.register(plugin, names.CHILD)
     junit.install_in_child(config, plugin.record_junit)
@@ -216,21 +228,45 @@ def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
     return plugin
 
 
-def _detach_terminal(config: pytest.Config) -> None:
+def _detach_terminal(config: pytest.Config, forward: Callable[[str], None] | None = None) -> None:
     """Stop the child's terminal reporter from printing; the parent reports.
 
     ``config.get_terminal_writer()`` must keep working (pytest before 9.1
-    calls it to explain failed ``==`` assertions), so a hook-less stand-in
-    keeps the reporter's writer under the reporter's name.  Private pytest
-    API, unavoidable: ``_tw`` is the attribute ``get_terminal_writer``
-    returns; ``tests/test_child.py`` fails loudly if it changes.
+    calls it to explain failed ``==`` assertions; ``--setup-show`` and live
+    logs write through it), so a hook-less stand-in keeps the reporter's
+    writer under the reporter's name, and what is written with it goes to
+    ``forward``: the parent writes it in its place among the replayed
+    reports.  Private pytest API, unavoidable: ``_tw`` is the attribute
+    ``get_terminal_writer`` returns, and ``_file`` the stream a
+    ``TerminalWriter`` writes to; ``tests/test_child.py`` fails loudly if
+    they change.
     """
     manager = config.pluginmanager
     reporter = manager.get_plugin("terminalreporter")
     if reporter is None:
         return
+    writer = reporter._tw
+    if forward is not None and not isinstance(writer._file, _Forwarding):
+        writer._file = _Forwarding(forward)
     manager.unregister(reporter)
-    manager.register(_TerminalStandIn(config, reporter._tw), "terminalreporter")
+    manager.register(_TerminalStandIn(config, writer), "terminalreporter")
+
+
+class _Forwarding:
+    """The stream of the child's terminal writer: each write goes to the parent."""
+
+    encoding = "utf-8"
+
+    def __init__(self, forward: Callable[[str], None]) -> None:
+        self.forward = forward
+
+    def write(self, text: str) -> int:
+        if text:
+            self.forward(text)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
 
 
 class _TerminalStandIn:
@@ -261,8 +297,8 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         plugin.sender.send(KEPT, lines=kept)
     childcov.save()
     if interruption is not None:
-        reason, returncode = interruption
-        plugin.sender.send(INTERRUPTED, reason=reason, returncode=returncode)
+        reason, returncode, where = interruption
+        plugin.sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=where)
         os._exit(INTERRUPTED_EXIT)
     plugin.sender.send(FINISHED)
     os._exit(0)
@@ -297,12 +333,18 @@ def run_forked(
     control_fd: int,
     fd: int,
     parent: pytest.Collector | None = None,
+    environ: dict[str, str] | None = None,
 ) -> None:
     """Body of a forked child: wait for the file to run, run it.
 
     ``parent`` is the file's directory collector when known at fork time;
     a child forked ahead of time finds it from the item index it is sent.
+    ``environ`` is the environment the run started with, which every file
+    starts from (a spawned child gets it too).
     """
+    if environ is not None and os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
     _restart_capture(session.config)
     plugin.sender = Sender(fd)
     with os.fdopen(control_fd, "rb") as control:

@@ -48,3 +48,13 @@ def save() -> None:
     if current is not None:
         current.stop()
         current.save()
+
+
+def quiet_parent() -> None:
+    """In the parent: its own measurement is empty (the children run the
+    tests), which is no reason for coverage's "No data was collected"
+    warning when pytest-cov saves it before combining the children's."""
+    current = _current()
+    if current is not None:
+        quiet = list(current.get_option("run:disable_warnings") or [])
+        current.set_option("run:disable_warnings", [*quiet, "no-data-collected"])

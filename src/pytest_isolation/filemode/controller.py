@@ -21,13 +21,16 @@ import pytest
 
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
-from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
 from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import conftests
+from pytest_isolation.filemode import crash
+from pytest_isolation.filemode import lastfailed
 from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import prepare_forked
 from pytest_isolation.filemode.child import run_forked
@@ -84,6 +87,12 @@ def check_compatible(config: pytest.Config) -> None:
                 f"--isolation-mode=file cannot be combined with {flag}: the debugger would run "
                 f"in a child without a terminal; run the file without --isolation-mode=file"
             )
+    if getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False):
+        raise pytest.UsageError(
+            "--isolation-mode=file cannot be combined with --stepwise/--sw: stepwise skips the "
+            "tests before the last failure, which only each file's process collects; run "
+            "--stepwise without --isolation-mode=file"
+        )
     plugins.refuse_uncombinable(config)
 
 
@@ -132,6 +141,9 @@ class FileModeController:
         self.exited: list[Child] = []
         self.basetemp: Path | None = None
         self.spawned = 0
+        #: The environment the run started with: every file's child starts from it
+        #: (what a test run in this process, of a non-Python collector, sets is its own).
+        self.environ: dict[str, str] | None = None
         #: The exit status a plugin raised at the end of a child's session.
         self.status = 0
         config.add_cleanup(self.close)
@@ -177,21 +189,7 @@ class FileModeController:
         if dropped:
             items[:] = [i for i in items if i not in dropped]
             self.config.hook.pytest_deselected(items=dropped)
-        self._skip_files_without_failures(items)
-
-    def _skip_files_without_failures(self, items: list[pytest.Item]) -> None:
-        """``--lf``: like pytest, leave out files with no recorded failure.
-
-        pytest decides that from the tests a file collects, which only the
-        children see; the parent decides from the file paths in the cache.
-        """
-        cache: pytest.Cache | None = getattr(self.config, "cache", None)  # no:cacheprovider
-        if cache is None or not self.config.getoption("lf", False):
-            return
-        root = self.config.rootpath
-        failed = {root / file_of(nodeid) for nodeid in cache.get("cache/lastfailed", {})}
-        if any(isinstance(i, IsolatedFileItem) and i.path in failed for i in items):
-            items[:] = [i for i in items if not isinstance(i, IsolatedFileItem) or i.path in failed]
+        lastfailed.select_files(self.config, items)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.positions = {item: index for index, item in enumerate(session.items)}
@@ -343,7 +341,7 @@ class FileModeController:
             relay.conclude()
             if end.exit_reason is not None:
                 pytest.exit(end.exit_reason, end.exit_code)
-            raise KeyboardInterrupt
+            crash.interrupt_at(end.where)
         if end.finished:
             _pass_through(child.stderr_text())
             child.close()
@@ -379,7 +377,7 @@ class FileModeController:
             if self.basetemp is not None:  # a directory per child: pytest empties it first
                 self.spawned += 1
                 args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")
-            return spawn_child(spec, args, str(params.dir))
+            return spawn_child(spec, args, str(params.dir), self.environ)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
         warm = self.warm if self.warm is not None else self._fork_ahead()
@@ -394,7 +392,7 @@ class FileModeController:
         session, parent = file.session, file.parent
 
         def body(control: int, fd: int) -> None:
-            run_forked(session, prepare_forked(session), control, fd, parent)
+            run_forked(session, prepare_forked(session), control, fd, parent, self.environ)
 
         return fork_warm(body)
 
@@ -405,7 +403,8 @@ class FileModeController:
 
             def prepare() -> Callable[[int, int], None]:
                 plugin = prepare_forked(session)
-                return lambda control, fd: run_forked(session, plugin, control, fd)
+                environ = self.environ
+                return lambda control, fd: run_forked(session, plugin, control, fd, None, environ)
 
             self.server = ForkServer.start(prepare)
         return self.server.fork()
@@ -447,9 +446,18 @@ class FileModeController:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.config.stash[_SESSION] = session
 
+    @pytest.hookimpl(tryfirst=True)  # after pytest counted the placeholders, before the loop
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        self.environ = dict(os.environ)
+        childcov.quiet_parent()
+        if not is_worker(self.config):  # an xdist controller counts its workers' files
+            files = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
+            progress.estimate(session, [file for file in files if file is not None])
+
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         fail_if_not_found(session, self.notfound)
+        progress.save(self.config)
         if self.status and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = self.status
 

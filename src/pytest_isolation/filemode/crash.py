@@ -3,6 +3,8 @@ died in one, a failed collection where it died collecting."""
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import pytest
 
 from pytest_isolation.ci.quarantine import QUARANTINE_KEY
@@ -37,3 +39,18 @@ def failed_test(
 
 def failed_collection(file: pytest.Collector, text: str) -> pytest.CollectReport:
     return pytest.CollectReport(file.nodeid, "failed", longrepr=text, result=[])
+
+
+def interrupt_at(where: tuple[str, int] | None) -> NoReturn:
+    """Raise the child's KeyboardInterrupt again, from where it was raised.
+
+    pytest shows an interrupted run's location from the traceback's last
+    entry; compiled under the test's file name and line, that entry is the
+    test's line (its source shown from the file), as in a plain run.
+    """
+    if where is None:
+        raise KeyboardInterrupt
+    path, line = where
+    code = compile("\n" * (line - 1) + "raise KeyboardInterrupt", path, "exec")
+    exec(code, {})
+    raise KeyboardInterrupt  # not reached: the code raises

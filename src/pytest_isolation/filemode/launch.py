@@ -310,12 +310,15 @@ def _serve_fork(channel: socket.socket, body: Callable[[int, int], None]) -> Non
     stderr.close()
 
 
-def spawn_child(spec: ChildSpec, args: list[str], cwd: str) -> Child:
-    """Start a fresh interpreter that runs pytest as a child for ``spec``."""
+def spawn_child(
+    spec: ChildSpec, args: list[str], cwd: str, environ: dict[str, str] | None = None
+) -> Child:
+    """Start a fresh interpreter that runs pytest as a child for ``spec``,
+    in ``environ`` (default: this process's environment)."""
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Child
     spec = dataclasses.replace(spec, fd=write_fd, path0=sys.path[0])
-    env = {**os.environ, CHILD_ENV: spec.to_env()}
+    env = {**(os.environ if environ is None else environ), CHILD_ENV: spec.to_env()}
     try:
         process = subprocess.Popen(
             [sys.executable, "-c", _SPAWN_CODE, *args],

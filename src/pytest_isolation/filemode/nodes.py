@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ class IsolatedFile(pytest.File):
     """A test file whose tests are collected and run in a child process."""
 
     def collect(self) -> Iterable[pytest.Item]:
+        _check_module_name(self)
         if self.config.option.collectonly:
             return self.config.stash[COLLECT_IN_CHILD](self)
         item = IsolatedFileItem.from_parent(self, name=PLACEHOLDER_NAME)
@@ -43,6 +45,48 @@ class IsolatedFile(pytest.File):
         if isinstance(excinfo.value, ChildCollectionError):
             return excinfo.value.longrepr
         return super().repr_failure(excinfo)
+
+
+#: In the parent: the first test file seen under each module name.
+_MODULE_FILES = pytest.StashKey[dict[str, Path]]()
+
+
+def module_name(path: Path) -> str:
+    """The name ``--import-mode=prepend`` (or ``append``) imports a test file as."""
+    names = [path.stem]
+    directory = path.parent
+    while (directory / "__init__.py").is_file() and directory.name.isidentifier():
+        names.insert(0, directory.name)
+        directory = directory.parent
+    return ".".join(names)
+
+
+def _check_module_name(file: IsolatedFile) -> None:
+    """Fail to collect a test file whose module name an earlier one has, as a
+    plain run does when it imports both into one process."""
+    config = file.config
+    if config.getoption("importmode") == "importlib" or _namespace_packages(config):
+        return
+    name = module_name(file.path)
+    first = config.stash.setdefault(_MODULE_FILES, {}).setdefault(name, file.path)
+    if first != file.path:
+        raise file.CollectError(
+            "import file mismatch:\n"
+            f"imported module {name!r} has this __file__ attribute:\n"
+            f"  {first}\n"
+            "which is not the same as the test file we want to collect:\n"
+            f"  {file.path}\n"
+            "HINT: remove __pycache__ / .pyc files and/or use a unique basename for your "
+            "test file modules"
+        )
+
+
+def _namespace_packages(config: pytest.Config) -> bool:
+    """``consider_namespace_packages`` (pytest 8.1+) names modules by other rules."""
+    try:
+        return bool(config.getini("consider_namespace_packages"))
+    except ValueError:
+        return False
 
 
 class IsolatedFileItem(pytest.Item):

@@ -25,6 +25,7 @@ from pytest_isolation.core.records import ProcessEnd
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import crash
 from pytest_isolation.filemode import junit
+from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.retry import Attempts
@@ -75,6 +76,8 @@ class ChildEnd:
     exit_code: int | None = None
     #: How the child died, as the outcome of the test it was running.
     death: str | None = None
+    #: Where the child's KeyboardInterrupt was raised (path, line).
+    where: tuple[str, int] | None = None
 
 
 class FileRelay:
@@ -119,6 +122,7 @@ class FileRelay:
             wire.WARNING: self._warning,
             wire.LEAK: self._leak,
             wire.JUNIT: self._junit,
+            wire.WRITE: self._write,
             wire.KEPT: self._kept,
             wire.LOGFINISH: self._logfinish,
             wire.STATUS: self._status,
@@ -201,8 +205,7 @@ class FileRelay:
         self.collection.collected = nodeids
         if self.collect_only:
             return
-        # The placeholder counted as one test; progress needs the real count.
-        self.file.session.testscollected += len(nodeids) - 1
+        progress.correct(self.file, len(nodeids))  # the session counted an estimate
         self.collection.announce = len(nodeids)
 
     # -- tests ----------------------------------------------------------------------
@@ -250,6 +253,11 @@ class FileRelay:
         if guard is not None:
             guard.record(Leak(**fields))
 
+    def _write(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            self.attempts.emit(lambda: reporter.write(text, flush=True))
+
     def _junit(self, what: str, nodeid: str, name: str, value: str) -> None:
         junit.record_in_parent(self.config, what, nodeid, name, value)
 
@@ -268,10 +276,13 @@ class FileRelay:
     def _status(self, status: int) -> None:
         self.status = status
 
-    def _interrupted(self, reason: str | None, returncode: int | None) -> None:
+    def _interrupted(
+        self, reason: str | None, returncode: int | None, where: tuple[str, int] | None
+    ) -> None:
         self.end.interrupted = True
         self.end.exit_reason = reason
         self.end.exit_code = returncode
+        self.end.where = where
 
     def _finished(self) -> None:
         self.end.finished = True
@@ -312,4 +323,4 @@ class FileRelay:
         if not self.collect_only:
             self.ihook.pytest_collectreport(report=report)
         if died and not self.collect_only:  # no child counted the file's tests
-            self.file.session.testscollected -= 1
+            progress.forget(self.file)

@@ -38,6 +38,8 @@ LOGSTART = "logstart"
 REPORT = "report"
 WARNING = "warning"
 LEAK = "leak"
+#: Text the child wrote with its terminal writer (``--setup-show``, live logs).
+WRITE = "write"
 #: junit XML data a test recorded beside its reports (:mod:`.junit`).
 JUNIT = "junit"
 KEPT = "kept"

@@ -1,0 +1,36 @@
+"""The terminal's progress in file mode (filemode/progress.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_file_mode
+from conftest import run_plain
+
+
+def percentages(result: pytest.RunResult) -> list[int]:
+    return [int(p) for p in re.findall(r"\[\s*(\d+)%\]", result.stdout.str())]
+
+
+def test_a_repeat_run_shows_the_plain_run_s_progress(pytester: pytest.Pytester, start: str) -> None:
+    many = "".join(f"def test_{i}():\n    pass\n" for i in range(5))
+    pytester.makepyfile(test_1="def test_a(): pass\n", test_2=many, test_3="def test_c(): pass\n")
+    plain = percentages(run_plain(pytester, "-v", "-p", "no:cacheprovider"))
+    assert plain == [14, 28, 42, 57, 71, 85, 100]
+    first = percentages(run_file_mode(pytester, start, "-v"))
+    assert first[-1] == 100
+    assert percentages(run_file_mode(pytester, start, "-v")) == plain
+
+
+def test_a_file_that_gained_tests_is_counted_when_its_child_reports(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(test_1="def test_a(): pass\n", test_2="def test_b(): pass\n")
+    run_file_mode(pytester, start).assert_outcomes(passed=2)
+    pytester.makepyfile(test_2="def test_b(): pass\ndef test_c(): pass\n")
+    result = run_file_mode(pytester, start, "-v")
+    result.assert_outcomes(passed=3)
+    assert percentages(result)[-1] == 100
+    assert percentages(run_file_mode(pytester, start, "-v")) == [33, 66, 100]
