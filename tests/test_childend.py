@@ -4,6 +4,7 @@ results (issue 14), each in both start methods."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -101,6 +102,10 @@ def test_a_plugin_that_fails_the_session_at_its_end_fails_the_run(
     result = run_file_mode(pytester, start)
     result.assert_outcomes(passed=2)
     assert result.ret == 3
+    if importlib.util.find_spec("xdist") is not None:  # through the worker to the controller
+        distributed = run_file_mode(pytester, start, "-p", "xdist", "-n", "2")
+        distributed.assert_outcomes(passed=2)
+        assert distributed.ret == 3
 
 
 # -- syrupy and pytest-benchmark ----------------------------------------------------
@@ -141,6 +146,22 @@ def test_syrupy_s_unused_snapshot_fails_the_run(
     for result in (plain, isolated):
         result.assert_outcomes(passed=1)
         assert result.ret == 1
+
+
+def test_syrupy_under_xdist_is_refused_while_it_finds_unused_snapshots(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    needs("syrupy")
+    needs("xdist")
+    pytester.makepyfile(test_a="def test_a(snapshot):\n    assert 1 == snapshot\n")
+    args = ("-p", "syrupy", "-p", "xdist", "-n", "2")
+    refused = run_file_mode(pytester, start, *args, "--snapshot-update")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*cannot combine syrupy's reports*--snapshot-disable-unused*"])
+    assert not (pytester.path / "__snapshots__").exists()
+    update = run_file_mode(pytester, start, *args, "--snapshot-disable-unused", "--snapshot-update")
+    update.assert_outcomes(passed=1)
+    assert (pytester.path / "__snapshots__" / "test_a.ambr").is_file()
 
 
 def test_pytest_benchmark_is_refused_at_start(pytester: pytest.Pytester, start: str) -> None:

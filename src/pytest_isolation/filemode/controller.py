@@ -468,6 +468,7 @@ class FileModeController:
         """In an xdist worker: what the controller's summary and run report need."""
         output["notfound"] = list(self.notfound)
         output["start_method"] = self.method
+        output["status"] = self.status
 
 
 _SESSION = pytest.StashKey[pytest.Session]()

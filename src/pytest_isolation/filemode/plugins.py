@@ -31,6 +31,18 @@ def refuse_uncombinable(config: pytest.Config) -> None:
             "run benchmarks without --isolation-mode=file, or pass --benchmark-disable "
             "(or --benchmark-skip)"
         )
+    if _syrupy_finds_unused(config) and config.getoption("dist", "no") not in ("no", None):
+        raise pytest.UsageError(
+            "--isolation-mode=file under pytest-xdist cannot combine syrupy's reports: the "
+            "children of each worker would not report unused snapshots; pass "
+            "--snapshot-disable-unused, or run without -n (or without --isolation-mode=file)"
+        )
+
+
+def _syrupy_finds_unused(config: pytest.Config) -> bool:
+    if not config.pluginmanager.has_plugin("syrupy"):
+        return False
+    return not config.getoption("disable_unused_snapshots", False)
 
 
 def notices(config: pytest.Config) -> list[str]:

@@ -17,6 +17,7 @@ import pytest
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
+from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.nodeargs import write_not_found
 from pytest_isolation.filemode.nodes import ChildTest
@@ -51,15 +52,18 @@ class ControllerFileMode:
         self.config = config
         self.session: pytest.Session | None = None
         self.notfound: list[str] = []
+        #: The exit status a plugin raised at the end of a child's session.
+        self.status = 0
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    def pytest_report_header(self) -> str:
-        return (
+    def pytest_report_header(self) -> list[str]:
+        return [
             "isolation: file mode under pytest-xdist: each worker runs each of its test files "
-            "in a process of its own"
-        )
+            "in a process of its own",
+            *plugins.notices(self.config),
+        ]
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal computes progress
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -69,6 +73,7 @@ class ControllerFileMode:
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         self.notfound.extend(output.get("notfound", ()))
+        self.status = self.status or int(output.get("status", 0))
         method = output.get("start_method")
         if method and START_METHOD not in self.config.stash:  # as the first worker reports it
             self.config.stash[START_METHOD] = method
@@ -76,6 +81,8 @@ class ControllerFileMode:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         fail_if_not_found(session, self.notfound)
+        if self.status and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = self.status
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, sorted(set(self.notfound)))
