@@ -403,3 +403,23 @@ def test_every_file_starts_from_the_run_s_environment(
     )
     result = run_file_mode(pytester, start, "--isolation-leaks=off", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
+
+
+def test_a_package_fixture_runs_once_per_file(pytester: pytest.Pytester, start: str) -> None:
+    """Documented: each file's process is a session of its own, so a
+    package-scoped fixture of a package with two test files runs twice."""
+    package = pytester.mkpydir("pkg")
+    package.joinpath("conftest.py").write_text(
+        "import os, pytest\n"
+        "@pytest.fixture(scope='package')\n"
+        "def shared():\n"
+        "    with open(os.path.join(os.path.dirname(__file__), 'setups.txt'), 'a') as out:\n"
+        "        out.write('x')\n"
+    )
+    for name in ("test_1.py", "test_2.py"):
+        package.joinpath(name).write_text("def test_x(shared): pass\n")
+    run_plain(pytester).assert_outcomes(passed=2)
+    assert package.joinpath("setups.txt").read_text() == "x"
+    package.joinpath("setups.txt").unlink()
+    run_file_mode(pytester, start).assert_outcomes(passed=2)
+    assert package.joinpath("setups.txt").read_text() == "xx"
