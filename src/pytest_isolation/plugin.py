@@ -206,7 +206,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an xdist controller: its workers collect and run the files
     if settings.mode == "file" and not lists_fixtures:
         from pytest_isolation.filemode.controller import FileModeController
-        from pytest_isolation.filemode.controller import check_compatible
+        from pytest_isolation.filemode.plugins import check_compatible
 
         check_compatible(config)
         config.pluginmanager.register(FileModeController(config, settings), names.CONTROLLER)
@@ -239,7 +239,7 @@ def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
         return False
     config.pluginmanager.register(ControllerInput(config), names.XDIST_OUTPUT)
     if file_mode:
-        from pytest_isolation.filemode.controller import check_compatible
+        from pytest_isolation.filemode.plugins import check_compatible
         from pytest_isolation.filemode.xdist import ControllerFileMode
 
         check_compatible(config)

@@ -51,7 +51,7 @@ from pytest_isolation.filemode.nodes import IsolatedFile
 from pytest_isolation.filemode.nodes import IsolatedFileItem
 from pytest_isolation.filemode.relay import FileRelay
 
-__all__ = ["FileModeController", "check_compatible"]
+__all__ = ["FileModeController"]
 
 # Options of pytest's own selection whose work moves into the children, by dest.
 _CHILD_SELECTION_OPTIONS = {"keyword": "", "markexpr": "", "deselect": None}
@@ -74,26 +74,6 @@ def selection_deferred_to_children(config: pytest.Config) -> Iterator[None]:
     finally:
         for name, value in saved.items():
             setattr(option, name, value)
-
-
-def check_compatible(config: pytest.Config) -> None:
-    """Refuse option combinations file mode cannot honour."""
-    option = config.option
-    if os.name == "nt":
-        raise pytest.UsageError("--isolation-mode=file is not supported on Windows yet")
-    for flag, dest in (("--pdb", "usepdb"), ("--trace", "trace")):
-        if getattr(option, dest, False):
-            raise pytest.UsageError(
-                f"--isolation-mode=file cannot be combined with {flag}: the debugger would run "
-                f"in a child without a terminal; run the file without --isolation-mode=file"
-            )
-    if getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False):
-        raise pytest.UsageError(
-            "--isolation-mode=file cannot be combined with --stepwise/--sw: stepwise skips the "
-            "tests before the last failure, which only each file's process collects; run "
-            "--stepwise without --isolation-mode=file"
-        )
-    plugins.refuse_uncombinable(config)
 
 
 def shared_basetemp(config: pytest.Config) -> Path | None:

@@ -1,4 +1,4 @@
-"""Third-party plugins whose results file mode cannot combine.
+"""Options and plugins file mode cannot combine, refused at start.
 
 Each child ends its session like a pytest-xdist worker, so a plugin's
 per-test work is done in the child; what some plugins make of the whole
@@ -8,6 +8,8 @@ start; where it only narrows a report, the run says so in its header.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -55,3 +57,23 @@ def notices(config: pytest.Config) -> list[str]:
             "(a snapshot file whose test file is gone is not reported)"
         )
     return found
+
+
+def check_compatible(config: pytest.Config) -> None:
+    """Refuse option combinations file mode cannot honour."""
+    option = config.option
+    if os.name == "nt":
+        raise pytest.UsageError("--isolation-mode=file is not supported on Windows yet")
+    for flag, dest in (("--pdb", "usepdb"), ("--trace", "trace")):
+        if getattr(option, dest, False):
+            raise pytest.UsageError(
+                f"--isolation-mode=file cannot be combined with {flag}: the debugger would run "
+                f"in a child without a terminal; run the file without --isolation-mode=file"
+            )
+    if getattr(option, "stepwise", False) or getattr(option, "stepwise_skip", False):
+        raise pytest.UsageError(
+            "--isolation-mode=file cannot be combined with --stepwise/--sw: stepwise skips the "
+            "tests before the last failure, which only each file's process collects; run "
+            "--stepwise without --isolation-mode=file"
+        )
+    refuse_uncombinable(config)
