@@ -423,3 +423,33 @@ def test_a_package_fixture_runs_once_per_file(pytester: pytest.Pytester, start: 
     package.joinpath("setups.txt").unlink()
     run_file_mode(pytester, start).assert_outcomes(passed=2)
     assert package.joinpath("setups.txt").read_text() == "xx"
+
+
+def test_main_module_is_the_plain_run_s(pytester: pytest.Pytester, start: str) -> None:
+    """multiprocessing's spawn start method and tests read ``__main__``'s file
+    and module name; a spawned child has the parent's."""
+    pytester.makepyfile(
+        test_m="""
+        import multiprocessing, os, sys
+
+        def square(x):
+            return x * x
+
+        def test_main(request):
+            main = sys.modules["__main__"]
+            with open(request.config.rootpath / f"{os.getpid()}.main", "w") as out:
+                out.write(f"{main.__file__} {main.__spec__.name}")
+
+        def test_spawn_pool():
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                assert pool.map(square, [2]) == [4]
+        """
+    )
+    plain = run_plain(pytester)
+    plain.assert_outcomes(passed=2)
+    isolated = run_file_mode(pytester, start)
+    isolated.assert_outcomes(passed=2)
+    seen = sorted(path.read_text() for path in pytester.path.glob("*.main"))
+    assert len(seen) == 2
+    assert seen[0] == seen[1]
+    assert seen[0].endswith("__main__.py pytest.__main__")

@@ -36,15 +36,30 @@ STDERR_TAIL_BYTES = 12000
 STDERR_TAIL_LINES = 100
 
 # Run by a spawned interpreter: put back the parent's sys.path[0] (``python -m
-# pytest`` and the ``pytest`` script differ there), then run pytest as usual.
+# pytest`` and the ``pytest`` script differ there) and the file and module name
+# of its ``__main__`` (multiprocessing's spawn start method and tests read
+# them), then run pytest as usual.
 _SPAWN_CODE = (
-    "import faulthandler, json, os, signal, sys\n"
+    "import faulthandler, importlib.util, json, os, signal, sys\n"
     # A timed-out child dumps every thread's traceback to its stderr file on SIGUSR1.
     "faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)\n"
-    f"sys.path[0] = json.loads(os.environ[{CHILD_ENV!r}])['path0']\n"
+    f"spec = json.loads(os.environ[{CHILD_ENV!r}])\n"
+    "sys.path[0] = spec['path0']\n"
+    "if spec['main_file']:\n"
+    "    __file__ = spec['main_file']\n"
+    "if spec['main_name']:\n"
+    "    __spec__ = importlib.util.find_spec(spec['main_name'])\n"
+    "del spec\n"
     "import pytest\n"
     "raise SystemExit(pytest.main())\n"
 )
+
+
+def _main_module() -> tuple[str, str]:
+    """The file and the module name (``pytest.__main__``, or empty) of ``__main__``."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return str(getattr(main, "__file__", "") or ""), str(getattr(spec, "name", "") or "")
 
 
 @dataclasses.dataclass
@@ -317,7 +332,10 @@ def spawn_child(
     in ``environ`` (default: this process's environment)."""
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Child
-    spec = dataclasses.replace(spec, fd=write_fd, path0=sys.path[0])
+    main_file, main_name = _main_module()
+    spec = dataclasses.replace(
+        spec, fd=write_fd, path0=sys.path[0], main_file=main_file, main_name=main_name
+    )
     env = {**(os.environ if environ is None else environ), CHILD_ENV: spec.to_env()}
     try:
         process = subprocess.Popen(

@@ -69,6 +69,9 @@ class ChildSpec:
     #: Spawn only: the write end of the pipe, and ``sys.path[0]`` of the parent.
     fd: int = -1
     path0: str = ""
+    #: Spawn only: the ``__file__`` and ``__spec__.name`` of the parent's ``__main__``.
+    main_file: str = ""
+    main_name: str = ""
     #: Spawn from a pytest-xdist worker: the worker's ``workerinput`` (JSON values).
     workerinput: dict[str, Any] | None = None
 
