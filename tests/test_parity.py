@@ -453,3 +453,15 @@ def test_main_module_is_the_plain_run_s(pytester: pytest.Pytester, start: str) -
     assert len(seen) == 2
     assert seen[0] == seen[1]
     assert seen[0].endswith("__main__.py pytest.__main__")
+
+
+def test_gc_finds_the_objects_made_before_the_fork(pytester: pytest.Pytester, start: str) -> None:
+    """``gc.get_objects()`` sees what conftests made (django-extensions'
+    ``list_signals`` finds signals that way), although the parent freezes
+    its objects before forking."""
+    pytester.makeconftest("class Marker:\n    pass\n\nMARK = Marker()\n")
+    pytester.makepyfile(
+        test_gc="import gc\nimport conftest\n\n"
+        "def test_seen():\n    assert any(o is conftest.MARK for o in gc.get_objects())\n"
+    )
+    run_file_mode(pytester, start).assert_outcomes(passed=1)

@@ -187,16 +187,20 @@ def _fork() -> int:
     _before_fork()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
-        return os.fork()
+        pid = os.fork()
+    if pid:  # frozen objects are missing from gc.get_objects(), which a test here may use
+        gc.unfreeze()
+    return pid
 
 
 def _before_fork() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    # Frozen objects are skipped by the garbage collectors of the child and of
-    # the parent, which would otherwise touch, and so copy, every page of the
-    # heap they share.  They stay frozen: what the parent built up to here is
-    # its configuration and collection, which lives as long as the run.
+    # Frozen objects are skipped by the garbage collector of the fork server,
+    # which would otherwise touch, and so copy, every page of the heap it
+    # shares with the parent and its children.  The parent thaws them after
+    # forking, each file's child once it has its file (frozen objects are
+    # missing from gc.get_objects() and gc.get_referrers()).
     gc.freeze()
 
 
