@@ -170,18 +170,30 @@ def test_syrupy_under_xdist_is_refused_while_it_finds_unused_snapshots(
     assert (pytester.path / "__snapshots__" / "test_a.ambr").is_file()
 
 
-def test_pytest_benchmark_is_refused_at_start(pytester: pytest.Pytester, start: str) -> None:
+def test_pytest_benchmark_runs_unmeasured(pytester: pytest.Pytester, start: str) -> None:
+    """As pytest-benchmark does itself under pytest-xdist, and says so."""
+    needs("pytest_benchmark")
+    pytester.makepyfile(test_b="def test_b(benchmark):\n    assert benchmark(sum, [1, 2]) == 3\n")
+    result = run_file_mode(pytester, start, "-p", "pytest_benchmark.plugin")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["isolation: pytest-benchmark: benchmarks run once, unmeasured*"])
+    result.stdout.no_fnmatch_line("*benchmark: 1 tests*")
+
+
+def test_pytest_benchmark_s_results_are_refused_at_start(
+    pytester: pytest.Pytester, start: str
+) -> None:
     needs("pytest_benchmark")
     pytester.makepyfile(test_b="def test_b(benchmark):\n    benchmark(sum, range(10))\n")
     args = ("-p", "pytest_benchmark.plugin")
     refused = run_file_mode(pytester, start, *args, "--benchmark-json=b.json")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
-    refused.stderr.fnmatch_lines(
-        ["*cannot combine pytest-benchmark's results*--benchmark-disable*"]
-    )
+    refused.stderr.fnmatch_lines(["*cannot combine pytest-benchmark's results (--benchmark-json)*"])
     written = pytester.path / "b.json"  # pytest-benchmark 5.0 opens it when parsing options
     assert not written.exists() or written.read_bytes() == b""
-    run_file_mode(pytester, start, *args, "--benchmark-disable").assert_outcomes(passed=1)
+    disabled = run_file_mode(pytester, start, *args, "--benchmark-disable")
+    disabled.assert_outcomes(passed=1)
+    disabled.stdout.no_fnmatch_line("isolation: pytest-benchmark*")
 
 
 # -- logging ------------------------------------------------------------------------

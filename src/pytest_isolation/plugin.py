@@ -11,6 +11,7 @@ from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import flag_of
+from pytest_isolation.core.options import raw
 from pytest_isolation.core.settings import CHOICES
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import ControllerInput
@@ -162,14 +163,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before any plugin's configure asks if it is an xdist worker
+@pytest.hookimpl(tryfirst=True)  # before the plugins' configure reads the options
 def pytest_cmdline_main(config: pytest.Config) -> None:
     child = os.environ.get(CHILD_ENV)
-    if child is not None:
+    if child is not None:  # before any plugin's configure asks if it is an xdist worker
         from pytest_isolation.filemode.child import adopt_worker_identity
         from pytest_isolation.filemode.wire import ChildSpec
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
+    if raw(config, "isolation_mode")[0] == "file":
+        from pytest_isolation.filemode.plugins import turn_off_benchmarks
+
+        turn_off_benchmarks(config)
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter

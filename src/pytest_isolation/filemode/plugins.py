@@ -24,14 +24,42 @@ def _benchmarks_run(config: pytest.Config) -> bool:
     return not disabled or bool(config.getoption("benchmark_enable", False))
 
 
+#: pytest-benchmark's options that ask for what only the whole run's results give.
+_BENCHMARK_RESULTS = {
+    "benchmark_json": "--benchmark-json",
+    "benchmark_save": "--benchmark-save",
+    "benchmark_autosave": "--benchmark-autosave",
+    "benchmark_compare": "--benchmark-compare",
+    "benchmark_compare_fail": "--benchmark-compare-fail",
+    "benchmark_histogram": "--benchmark-histogram",
+    "benchmark_only": "--benchmark-only",
+    "benchmark_enable": "--benchmark-enable",
+}
+#: Set when file mode turned pytest-benchmark's measuring off (the header says so).
+BENCHMARKS_OFF = pytest.StashKey[bool]()
+
+
+def _benchmark_results_asked(config: pytest.Config) -> list[str]:
+    return [flag for dest, flag in _BENCHMARK_RESULTS.items() if config.getoption(dest, None)]
+
+
+def turn_off_benchmarks(config: pytest.Config) -> None:
+    """Before configure: run benchmarks once, unmeasured (``--benchmark-disable``),
+    as pytest-benchmark does itself under pytest-xdist, unless the command
+    line asks for their results (then :func:`refuse_uncombinable` refuses)."""
+    if _benchmarks_run(config) and not _benchmark_results_asked(config):
+        config.option.benchmark_disable = True
+        config.stash[BENCHMARKS_OFF] = True
+
+
 def refuse_uncombinable(config: pytest.Config) -> None:
     """Refuse, naming the plugin, what would lose results."""
-    if _benchmarks_run(config) and config.getoption("dist", "no") in ("no", None):
+    asked = _benchmark_results_asked(config)
+    if asked and _benchmarks_run(config) and config.getoption("dist", "no") in ("no", None):
         raise pytest.UsageError(
-            "--isolation-mode=file cannot combine pytest-benchmark's results: each file's "
-            "process would print its own table and overwrite --benchmark-json/--benchmark-save; "
-            "run benchmarks without --isolation-mode=file, or pass --benchmark-disable "
-            "(or --benchmark-skip)"
+            "--isolation-mode=file cannot combine pytest-benchmark's results "
+            f"({', '.join(asked)}): each file's process would measure, print and save its "
+            "own; run benchmarks without --isolation-mode=file"
         )
     if _syrupy_finds_unused(config) and config.getoption("dist", "no") not in ("no", None):
         raise pytest.UsageError(
@@ -50,6 +78,11 @@ def _syrupy_finds_unused(config: pytest.Config) -> bool:
 def notices(config: pytest.Config) -> list[str]:
     """What the header says about plugins whose end-of-run report narrows."""
     found = []
+    if config.stash.get(BENCHMARKS_OFF, False):
+        found.append(
+            "isolation: pytest-benchmark: benchmarks run once, unmeasured (--benchmark-disable), "
+            "as under pytest-xdist: each file runs in a process of its own"
+        )
     if config.pluginmanager.has_plugin("syrupy"):
         found.append(
             "isolation: syrupy checks, writes and deletes snapshots in each file's process; "
