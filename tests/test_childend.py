@@ -4,6 +4,7 @@ results (issue 14), each in both start methods."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import re
 
@@ -117,8 +118,39 @@ def test_a_plugin_that_fails_the_session_at_its_end_fails_the_run(
 # -- syrupy and pytest-benchmark ----------------------------------------------------
 
 
-def test_syrupy_writes_and_checks_snapshots(pytester: pytest.Pytester, start: str) -> None:
+def syrupy_version() -> tuple[int, ...]:
     needs("syrupy")
+    text = importlib.metadata.version("syrupy")
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def needs_syrupy_per_file() -> None:
+    if syrupy_version() < (7, 0, 2):
+        pytest.skip("syrupy before 7.0.2 is refused in file mode")
+
+
+def test_an_old_syrupy_is_refused(pytester: pytest.Pytester, start: str) -> None:
+    """Before 7.0.2, syrupy takes the snapshots of files it did not collect for
+    unused, so each child would delete the others' under --snapshot-update."""
+    if syrupy_version() >= (7, 0, 2):
+        pytest.skip("syrupy 7.0.2 and later run in file mode")
+    pytester.makepyfile(
+        test_a="def test_a(snapshot):\n    assert 1 == snapshot\n",
+        test_b="def test_b(snapshot):\n    assert 2 == snapshot\n",
+    )
+    assert run_plain(pytester, "-p", "syrupy", "--snapshot-update").ret == 0
+    refused = run_file_mode(pytester, start, "-p", "syrupy", "--snapshot-update")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["*with syrupy *upgrade syrupy, or pass --snapshot-disable-unused"]
+    )
+    assert len(list(pytester.path.glob("__snapshots__/*.ambr"))) == 2
+    allowed = run_file_mode(pytester, start, "-p", "syrupy", "--snapshot-disable-unused")
+    allowed.assert_outcomes(passed=2)
+
+
+def test_syrupy_writes_and_checks_snapshots(pytester: pytest.Pytester, start: str) -> None:
+    needs_syrupy_per_file()
     pytester.makepyfile(
         test_a="def test_a(snapshot):\n    assert {'a': 1} == snapshot\n",
         test_b="def test_b(snapshot):\n    assert [1, 2] == snapshot\n",
@@ -138,7 +170,7 @@ def test_syrupy_s_unused_snapshot_fails_the_run(
     pytester: pytest.Pytester, start: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unused snapshot of a collected file fails the run, as in a plain run."""
-    needs("syrupy")
+    needs_syrupy_per_file()
     # Inside an xdist worker of this suite syrupy would think the inner run a worker too.
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makepyfile(
@@ -157,7 +189,7 @@ def test_syrupy_s_unused_snapshot_fails_the_run(
 def test_syrupy_under_xdist_is_refused_while_it_finds_unused_snapshots(
     pytester: pytest.Pytester, start: str
 ) -> None:
-    needs("syrupy")
+    needs_syrupy_per_file()
     needs("xdist")
     pytester.makepyfile(test_a="def test_a(snapshot):\n    assert 1 == snapshot\n")
     args = ("-p", "syrupy", "-p", "xdist", "-n", "2")

@@ -9,7 +9,9 @@ start; where it only narrows a report, the run says so in its header.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 
 import pytest
 
@@ -61,12 +63,28 @@ def refuse_uncombinable(config: pytest.Config) -> None:
             f"({', '.join(asked)}): each file's process would measure, print and save its "
             "own; run benchmarks without --isolation-mode=file"
         )
+    if _syrupy_finds_unused(config) and _version("syrupy") < _SYRUPY_PER_FILE:
+        raise pytest.UsageError(
+            f"--isolation-mode=file with syrupy {importlib.metadata.version('syrupy')}: each "
+            "file's process would take the other files' snapshots for unused (and delete them "
+            "under --snapshot-update); syrupy 7.0.2 and later leave the snapshots of files it "
+            "did not collect alone: upgrade syrupy, or pass --snapshot-disable-unused"
+        )
     if _syrupy_finds_unused(config) and config.getoption("dist", "no") not in ("no", None):
         raise pytest.UsageError(
             "--isolation-mode=file under pytest-xdist cannot combine syrupy's reports: the "
             "children of each worker would not report unused snapshots; pass "
             "--snapshot-disable-unused, or run without -n (or without --isolation-mode=file)"
         )
+
+
+#: The first syrupy whose unused-snapshot check leaves uncollected test files' snapshots alone.
+_SYRUPY_PER_FILE = (7, 0, 2)
+
+
+def _version(distribution: str) -> tuple[int, ...]:
+    text = importlib.metadata.version(distribution)
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
 def _syrupy_finds_unused(config: pytest.Config) -> bool:
