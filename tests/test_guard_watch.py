@@ -478,3 +478,33 @@ def test_what_a_fixture_s_teardown_changes_is_the_fixture_s(pytester: pytest.Pyt
         ]
     )
     result.stdout.no_fnmatch_line("*fixture 'cleaner'*")
+
+
+def test_a_leak_of_an_item_without_a_line_is_warned(pytester: pytest.Pytester) -> None:
+    """pytest's ``Node.warn`` refuses items whose location has no line (a
+    non-Python collector's, such as pygments' snippet files)."""
+    pytester.makeconftest(
+        """
+        import os
+        import pytest
+
+        class SetsEnv(pytest.Item):
+            def runtest(self):
+                os.environ["FROM_TXT_ITEM"] = "1"
+
+            def reportinfo(self):
+                return self.path, None, self.name
+
+        class TxtFile(pytest.File):
+            def collect(self):
+                yield SetsEnv.from_parent(self, name="sets")
+
+        def pytest_collect_file(file_path, parent):
+            if file_path.suffix == ".txt":
+                return TxtFile.from_parent(parent, path=file_path)
+        """
+    )
+    pytester.path.joinpath("case.txt").write_text("")
+    result = pytester.runpytest_subprocess("-p", "isolation", timeout=120)
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*LeakedStateWarning: case.txt::sets leaked os.environ*"])

@@ -283,6 +283,17 @@ def test_two_test_files_with_one_module_name_fail_to_collect(
     importlib.assert_outcomes(passed=2)
 
 
+def test_text_files_with_one_name_are_no_module_mismatch(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Doctest text files (and other collectors' files) are not imported."""
+    for folder in ("a", "b"):
+        pytester.mkdir(folder).joinpath("test_doc.txt").write_text(">>> 1 + 1\n2\n")
+    args = ("--doctest-glob=test_*.txt",)
+    run_plain(pytester, *args).assert_outcomes(passed=2)
+    run_file_mode(pytester, start, *args).assert_outcomes(passed=2)
+
+
 def test_a_config_warning_is_counted_once(pytester: pytest.Pytester, start: str) -> None:
     pytester.makeini("[pytest]\nunknown_key = 1\n")
     for name in ("test_1", "test_2", "test_3"):

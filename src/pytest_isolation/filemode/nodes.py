@@ -65,6 +65,8 @@ def _check_module_name(file: IsolatedFile) -> None:
     """Fail to collect a test file whose module name an earlier one has, as a
     plain run does when it imports both into one process."""
     config = file.config
+    if file.path.suffix != ".py":  # a doctest text file or another collector's: not imported
+        return
     if config.getoption("importmode") == "importlib" or _namespace_packages(config):
         return
     name = module_name(file.path)

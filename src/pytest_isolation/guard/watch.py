@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import types
+import warnings
 from collections.abc import Generator
 from functools import partial
 from pathlib import Path
@@ -259,7 +260,7 @@ class LeakGuard:
             self.log.add(leak)
             if self.policy == "warn":
                 try:
-                    collector.warn(LeakedStateWarning(leak.message()))
+                    warn_on(collector, LeakedStateWarning(leak.message()))
                 except Warning:  # -W error: the file's collection fails instead
                     escalated = True
         if leaks and (self.policy == "error" or escalated) and report.passed:
@@ -577,7 +578,7 @@ class LeakGuard:
             message = leak.message()
             if self.policy == "warn":
                 try:
-                    node.warn(LeakedStateWarning(message))
+                    warn_on(node, LeakedStateWarning(message))
                 except Warning as error:  # -W error: every leak is still recorded
                     escalated.append(error)
             elif self.policy == "error":
@@ -605,3 +606,14 @@ _LEFTOVER_HINT = {
     "processes": "wait for it or terminate it before the test ends",
     "files": "write to tmp_path, or remove it in the test",
 }
+
+
+def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
+    """``node.warn(warning)``, also for an item without a line number (a
+    non-Python collector's, such as pygments' snippet files), which pytest's
+    ``Node.warn`` refuses with an ``AssertionError``."""
+    __tracebackhide__ = True
+    if isinstance(node, pytest.Item) and node.location[1] is None:
+        warnings.warn_explicit(warning, type(warning), str(node.path), 0)
+    else:
+        node.warn(warning)
