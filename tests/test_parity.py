@@ -476,3 +476,25 @@ def test_gc_finds_the_objects_made_before_the_fork(pytester: pytest.Pytester, st
         "def test_seen():\n    assert any(o is conftest.MARK for o in gc.get_objects())\n"
     )
     run_file_mode(pytester, start).assert_outcomes(passed=1)
+
+
+def test_a_test_that_patches_os_write_keeps_its_child_talking(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """syrupy's suite denies ``os.write`` to test its file lock."""
+    pytester.makepyfile(
+        test_w="""
+        import os
+
+        def deny(fd, data):
+            raise PermissionError("denied")
+
+        def test_denied(monkeypatch):
+            monkeypatch.setattr(os, "write", deny)
+            assert True
+
+        def test_after():
+            pass
+        """
+    )
+    run_file_mode(pytester, start).assert_outcomes(passed=2)

@@ -20,6 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 from typing import BinaryIO
 
+# Bound at import: tests patch ``os.write`` (syrupy's own suite denies it to
+# test its file lock), which must not cut a child off from its parent.
+_write = os.write
+_read = os.read
+
 #: Bumped whenever a message kind or payload changes shape.
 PROTOCOL_VERSION = 4
 
@@ -102,14 +107,14 @@ class Sender:
         body = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(_HEADER.pack(len(body)) + body)
         while view:
-            view = view[os.write(self.fd, view) :]
+            view = view[_write(self.fd, view) :]
 
 
 def _end_forked_copy(child: int) -> None:
     """A test forked the child and its copy went on into pytest
     (``if os.fork() == 0: return``): only the child talks to the parent, so
     the copy ends here, saying so, instead of running the file's other tests."""
-    os.write(
+    _write(
         2,
         f"isolation: process {os.getpid()}, forked by a test in process {child}, "
         f"returned into pytest; it ends here\n".encode(),
@@ -147,7 +152,7 @@ def receive(stream: BinaryIO, deadline: float | None = None) -> Iterator[Message
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
                 raise TimedOut
-        chunk = os.read(fd, 1 << 16) if fd >= 0 else stream.read(1 << 16)
+        chunk = _read(fd, 1 << 16) if fd >= 0 else stream.read(1 << 16)
         if not chunk:
             return
         buffer += chunk
