@@ -508,3 +508,27 @@ def test_a_leak_of_an_item_without_a_line_is_warned(pytester: pytest.Pytester) -
     result = pytester.runpytest_subprocess("-p", "isolation", timeout=120)
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*LeakedStateWarning: case.txt::sets leaked os.environ*"])
+
+
+def test_finding_a_patch_s_site_makes_no_file_system_call(pytester: pytest.Pytester) -> None:
+    """blockbuster (anyio's suite) forbids blocking calls such as
+    ``os.path.realpath`` inside an event loop, where tests start patches."""
+    pytester.makepyfile(
+        test_p="""
+        import os
+        from unittest import mock
+
+        def forbidden(*args, **kwargs):
+            raise RuntimeError("blocking call")
+
+        def test_patch_inside_a_loop():
+            with mock.patch.object(os.path, "realpath", forbidden), mock.patch.object(
+                os.path, "abspath", forbidden
+            ):
+                patcher = mock.patch("json.dumps")
+                patcher.start()
+                patcher.stop()
+        """
+    )
+    result = run_guard(pytester)
+    result.assert_outcomes(passed=1)

@@ -62,22 +62,29 @@ def _library_roots() -> tuple[str, ...]:
         spec_file = getattr(sys.modules.get(module), "__file__", None)
         if spec_file:
             roots.add(str(Path(spec_file).resolve().parent))
-    return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
+    # As given and resolved: frames name files by either path.
+    both = roots | {os.path.realpath(root) for root in roots}
+    return tuple(sorted(os.path.join(os.path.normpath(root), "") for root in both))
 
 
 class Sites:
-    """Turns frames into ``file:line`` relative to the rootdir."""
+    """Turns frames into ``file:line`` relative to the rootdir.
+
+    Only string operations run while a test runs (no ``os.path.realpath``
+    or ``Path.resolve``): sites are looked up inside the test's own code,
+    such as an event loop that blockbuster forbids blocking calls in.
+    """
 
     def __init__(self, rootdir: Path) -> None:
         self.rootdir = rootdir
         self.roots = _library_roots()
+        self._root = os.path.join(os.path.normpath(str(rootdir)), "")
         self._is_library: dict[str, bool] = {}
 
     def library(self, filename: str) -> bool:
         known = self._is_library.get(filename)
         if known is None:
-            real = os.path.realpath(filename)
-            known = filename.startswith("<") or real.startswith(self.roots)
+            known = filename.startswith("<") or os.path.normpath(filename).startswith(self.roots)
             self._is_library[filename] = known
         return known
 
@@ -95,10 +102,8 @@ class Sites:
         return None
 
     def relative(self, filename: str) -> str:
-        try:
-            return str(Path(filename).resolve().relative_to(self.rootdir))
-        except ValueError:
-            return filename
+        normal = os.path.normpath(filename)
+        return normal[len(self._root) :] if normal.startswith(self._root) else filename
 
     def defined(self, value: object) -> str | None:
         """Where a function or class was defined."""
