@@ -172,9 +172,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
     if raw(config, "isolation_mode")[0] == "file":
-        from pytest_isolation.filemode.plugins import turn_off_benchmarks
+        from pytest_isolation.filemode.plugins import before_configure
 
-        turn_off_benchmarks(config)
+        before_configure(config)
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter

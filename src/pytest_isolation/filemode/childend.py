@@ -68,3 +68,13 @@ def session_status(session: pytest.Session, interrupted: bool) -> int:
     if session.testsfailed:
         return int(pytest.ExitCode.TESTS_FAILED)
     return int(pytest.ExitCode.OK)
+
+
+def write_raised_status(reporter: pytest.TerminalReporter, status: int, nodeid: str) -> None:
+    """In the parent's summary: which file's session end failed the run."""
+    if status:
+        reporter.write_line(
+            f"isolation: the process of {nodeid} ended its session with exit status {status} "
+            "(a plugin's or conftest's pytest_sessionfinish); the run exits with it",
+            red=True,
+        )

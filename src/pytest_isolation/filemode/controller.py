@@ -34,6 +34,7 @@ from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import prepare_forked
 from pytest_isolation.filemode.child import run_forked
+from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Warm
@@ -124,8 +125,9 @@ class FileModeController:
         #: The environment the run started with: every file's child starts from it
         #: (what a test run in this process, of a non-Python collector, sets is its own).
         self.environ: dict[str, str] | None = None
-        #: The exit status a plugin raised at the end of a child's session.
+        #: The exit status a plugin raised at the end of a child's session, and the file's.
         self.status = 0
+        self.status_from = ""
         config.add_cleanup(self.close)
 
     @property
@@ -236,7 +238,7 @@ class FileModeController:
             child = None
         relay.conclude()
         if relay.status is not None and not self.status:
-            self.status = relay.status
+            self.status, self.status_from = relay.status, str(file.nodeid)
         seconds = time.monotonic() - started
         self.config.hook.pytest_isolation_file_finished(
             config=self.config, record=relay.record, seconds=seconds
@@ -443,12 +445,14 @@ class FileModeController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, self.notfound)
+        write_raised_status(terminalreporter, self.status, self.status_from)
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
         """In an xdist worker: what the controller's summary and run report need."""
         output["notfound"] = list(self.notfound)
         output["start_method"] = self.method
         output["status"] = self.status
+        output["status_from"] = self.status_from
 
 
 _SESSION = pytest.StashKey[pytest.Session]()

@@ -1,17 +1,17 @@
-"""Options and plugins file mode cannot combine, refused at start.
+"""Options and plugins file mode cannot combine.
 
 Each child ends its session like a pytest-xdist worker, so a plugin's
 per-test work is done in the child; what some plugins make of the whole
-run at its end (a table, a JSON file, a summary) is made in each child from
-that child's file alone.  Where that loses a result, file mode refuses at
-start; where it only narrows a report, the run says so in its header.
+run at its end (a table, a JSON file, a summary, unused snapshots) would be
+made in each child from that child's file alone.  Where the plugin can do
+without that part, file mode turns it off before the plugin is configured,
+as pytest-benchmark does itself under xdist, and the header says so; where
+the command line asks for it, file mode refuses at start.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
-import re
 
 import pytest
 
@@ -63,34 +63,27 @@ def refuse_uncombinable(config: pytest.Config) -> None:
             f"({', '.join(asked)}): each file's process would measure, print and save its "
             "own; run benchmarks without --isolation-mode=file"
         )
-    if _syrupy_finds_unused(config) and _version("syrupy") < _SYRUPY_PER_FILE:
-        raise pytest.UsageError(
-            f"--isolation-mode=file with syrupy {importlib.metadata.version('syrupy')}: each "
-            "file's process would take the other files' snapshots for unused (and delete them "
-            "under --snapshot-update); syrupy 7.0.2 and later leave the snapshots of files it "
-            "did not collect alone: upgrade syrupy, or pass --snapshot-disable-unused"
-        )
-    if _syrupy_finds_unused(config) and config.getoption("dist", "no") not in ("no", None):
-        raise pytest.UsageError(
-            "--isolation-mode=file under pytest-xdist cannot combine syrupy's reports: the "
-            "children of each worker would not report unused snapshots; pass "
-            "--snapshot-disable-unused, or run without -n (or without --isolation-mode=file)"
-        )
 
 
-#: The first syrupy whose unused-snapshot check leaves uncollected test files' snapshots alone.
-_SYRUPY_PER_FILE = (7, 0, 2)
+#: Set when file mode turned syrupy's unused-snapshot check off (the header says so).
+UNUSED_SNAPSHOTS_OFF = pytest.StashKey[bool]()
 
 
-def _version(distribution: str) -> tuple[int, ...]:
-    text = importlib.metadata.version(distribution)
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+def turn_off_unused_snapshots(config: pytest.Config) -> None:
+    """Before configure: syrupy looks for unused snapshots in each file's
+    process, where the snapshots other files use look unused (and would be
+    deleted under ``--snapshot-update``), so the check is off
+    (``--snapshot-disable-unused``)."""
+    if config.getoption("disable_unused_snapshots", True):  # off already, or no syrupy
+        return
+    config.option.disable_unused_snapshots = True
+    config.stash[UNUSED_SNAPSHOTS_OFF] = True
 
 
-def _syrupy_finds_unused(config: pytest.Config) -> bool:
-    if not config.pluginmanager.has_plugin("syrupy"):
-        return False
-    return not config.getoption("disable_unused_snapshots", False)
+def before_configure(config: pytest.Config) -> None:
+    """What file mode changes in other plugins' options before they read them."""
+    turn_off_benchmarks(config)
+    turn_off_unused_snapshots(config)
 
 
 def notices(config: pytest.Config) -> list[str]:
@@ -102,10 +95,15 @@ def notices(config: pytest.Config) -> list[str]:
             "as under pytest-xdist: each file runs in a process of its own"
         )
     if config.pluginmanager.has_plugin("syrupy"):
+        unused = (
+            "; unused snapshots are not looked for (--snapshot-disable-unused): each process "
+            "sees only its file's tests"
+            if config.stash.get(UNUSED_SNAPSHOTS_OFF, False)
+            else ""
+        )
         found.append(
-            "isolation: syrupy checks, writes and deletes snapshots in each file's process; "
-            "its summary is not shown and unused snapshots are found file by file "
-            "(a snapshot file whose test file is gone is not reported)"
+            "isolation: syrupy compares and writes snapshots in each file's process, and its "
+            f"summary is not shown{unused}"
         )
     return found
 

@@ -18,6 +18,7 @@ from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.nodeargs import write_not_found
 from pytest_isolation.filemode.nodes import ChildTest
@@ -52,8 +53,9 @@ class ControllerFileMode:
         self.config = config
         self.session: pytest.Session | None = None
         self.notfound: list[str] = []
-        #: The exit status a plugin raised at the end of a child's session.
+        #: The exit status a plugin raised at the end of a child's session, and the file's.
         self.status = 0
+        self.status_from = ""
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -73,7 +75,8 @@ class ControllerFileMode:
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         self.notfound.extend(output.get("notfound", ()))
-        self.status = self.status or int(output.get("status", 0))
+        if not self.status and output.get("status"):
+            self.status, self.status_from = int(output["status"]), str(output["status_from"])
         method = output.get("start_method")
         if method and START_METHOD not in self.config.stash:  # as the first worker reports it
             self.config.stash[START_METHOD] = method
@@ -86,3 +89,4 @@ class ControllerFileMode:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, sorted(set(self.notfound)))
+        write_raised_status(terminalreporter, self.status, self.status_from)
