@@ -477,3 +477,40 @@ def _alive(pid: int) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_an_item_run_in_the_parent_after_a_file_finds_its_setup_torn_down(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Items of non-Python collectors run in the parent; between two of them
+    in different directories, with a test file's placeholder in between, the
+    first one's directory is torn down (pygments' snippet files)."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        class TxtItem(pytest.Item):
+            def runtest(self):
+                pass
+
+        class TxtFile(pytest.File):
+            def collect(self):
+                yield TxtItem.from_parent(self, name="case")
+
+        def pytest_collect_file(file_path, parent):
+            if file_path.suffix == ".txt":
+                return TxtFile.from_parent(parent, path=file_path)
+        """
+    )
+    first = pytester.mkdir("a")
+    first.joinpath("one.txt").write_text("")
+    first.joinpath("test_x.py").write_text("def test_x(): pass\n")  # after one.txt
+    pytester.mkdir("c").joinpath("two.txt").write_text("")
+    result = run_file_mode(pytester, start, "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+
+
+def test_session_setupstate_tears_down_towards_an_item(pytester: pytest.Pytester) -> None:
+    """``tear_down_towards`` needs ``session._setupstate.teardown_exact(nextitem)``."""
+    items, _ = pytester.inline_genitems(pytester.makepyfile("def test_1(): pass\n"))
+    assert callable(items[0].session._setupstate.teardown_exact)

@@ -210,6 +210,7 @@ class FileModeController:
         assert isinstance(file, IsolatedFile)
         following = self.positions.get(nextitem) if isinstance(nextitem, IsolatedFileItem) else None
         self.run_file(file, self.positions[item], following)
+        tear_down_towards(item.session, nextitem)
         return True
 
     def run_file(self, file: IsolatedFile, index: int, following: int | None) -> None:
@@ -456,6 +457,19 @@ class FileModeController:
 
 
 _SESSION = pytest.StashKey[pytest.Session]()
+
+
+def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> None:
+    """Tear down what the parent set up and ``nextitem`` does not share, as
+    pytest does after each item: a placeholder sets nothing up, but an item of
+    a non-Python collector that ran in the parent before it may have (its
+    directories' fixtures), and the next such item, elsewhere, would find them
+    ("previous item was not torn down properly", seen with pygments' snippet
+    files).  Private pytest API, unavoidable: pytest's runner keeps the stack
+    in ``session._setupstate``; ``tests/test_controller.py`` fails loudly if
+    it changes.
+    """
+    session._setupstate.teardown_exact(nextitem)
 
 
 class Death(NamedTuple):
