@@ -78,3 +78,9 @@ def write_raised_status(reporter: pytest.TerminalReporter, status: int, nodeid: 
             "(a plugin's or conftest's pytest_sessionfinish); the run exits with it",
             red=True,
         )
+
+
+def apply_raised_status(session: pytest.Session, status: int) -> None:
+    """In the parent's sessionfinish: a child's raised status fails a run that passed."""
+    if status and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = status

@@ -34,6 +34,7 @@ from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import prepare_forked
 from pytest_isolation.filemode.child import run_forked
+from pytest_isolation.filemode.childend import apply_raised_status
 from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
@@ -441,8 +442,7 @@ class FileModeController:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         fail_if_not_found(session, self.notfound)
         progress.save(self.config)
-        if self.status and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = self.status
+        apply_raised_status(session, self.status)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, self.notfound)

@@ -18,6 +18,7 @@ from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode.childend import apply_raised_status
 from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.nodeargs import write_not_found
@@ -84,8 +85,7 @@ class ControllerFileMode:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         fail_if_not_found(session, self.notfound)
-        if self.status and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = self.status
+        apply_raised_status(session, self.status)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, sorted(set(self.notfound)))
