@@ -50,14 +50,14 @@ def test_warn_is_the_default_and_restores(pytester: pytest.Pytester) -> None:
             "*test_leaks.py::test_patch_leak leaked an unstopped mock patch of time.time*",
         ]
     )
-    # The summary groups by test, then category.
+    # The summary names each key once, by category, with who changed it.
     result.stdout.fnmatch_lines(
         [
             "*= isolation: 4 tests leaked state =*",
-            "test_leaks.py::test_env_leak",
-            literal("  [env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
-            "test_leaks.py::test_cwd_leak",
-            literal("  [cwd] the working directory (was *"),
+            literal("[cwd] the working directory (was *"),
+            "  by test_leaks.py::test_cwd_leak",
+            literal("[env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
+            "  by test_leaks.py::test_env_leak",
         ]
     )
 
@@ -290,8 +290,8 @@ def test_guard_runs_in_file_mode_children_and_the_parent_summarizes(
         [
             literal("*test_leaks.py::test_env_leak leaked os.environ['LEAKY']*"),
             "*= isolation: 4 tests leaked state =*",
-            "test_leaks.py::test_env_leak",
-            literal("  [env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
+            literal("[env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
+            "  by test_leaks.py::test_env_leak",
         ]
     )
 
@@ -398,9 +398,10 @@ def test_escalated_warnings_still_record_every_leak(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines(
         [
             "*= isolation: 1 test leaked state =*",
-            "test_two.py::test_x",
-            literal("  [env] os.environ['ONE'] *"),
-            literal("  [env] os.environ['TWO'] *"),
+            literal("[env] os.environ['ONE'] *"),
+            "  by test_two.py::test_x",
+            literal("[env] os.environ['TWO'] *"),
+            "  by test_two.py::test_x",
         ]
     )
 
@@ -471,10 +472,10 @@ def test_what_a_fixture_s_teardown_changes_is_the_fixture_s(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(
         [
             "*= isolation: 1 test and 1 fixture leaked state =*",
-            "test_a.py::test_1",
-            literal("  [env] os.environ['LEFT_BY_A_TEST'] (was unset, now '1'), at test_a.py:3"),
-            "fixture 'noisy_teardown' (scope=module)",
-            literal("  [env] os.environ['SET_IN_TEARDOWN'] (was unset, now '1'), at conftest.py:6"),
+            literal("[env] os.environ['LEFT_BY_A_TEST'] (was unset, now '1'), at test_a.py:3"),
+            "  by test_a.py::test_1",
+            literal("[env] os.environ['SET_IN_TEARDOWN'] (was unset, now '1'), at conftest.py:6"),
+            "  by fixture 'noisy_teardown' (scope=module)",
         ]
     )
     result.stdout.no_fnmatch_line("*fixture 'cleaner'*")

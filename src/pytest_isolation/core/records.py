@@ -150,6 +150,9 @@ class Leak:
     hint: str = ""
     #: False for report-only findings (threads, processes, files).
     restored: bool = True
+    #: State a project advances as a matter of course (see
+    #: :data:`pytest_isolation.guard.routine.KINDS`): put back, never warned.
+    routine: str = ""
 
     def message(self) -> str:
         site = f", at {self.site}" if self.site else ""

@@ -9,6 +9,8 @@ classes replaced there (library data changes lazily and is not a test's doing).
 
 from __future__ import annotations
 
+import ast
+import logging
 import os
 import sys
 import types
@@ -103,19 +105,29 @@ class Attributes:
     name = "attribute"
     hint = "use monkeypatch.setattr or mock.patch.object, which undo themselves"
 
-    def __init__(self, sites: Sites, *, lazy: bool = False, replaced_only: bool = False) -> None:
+    def __init__(self, sites: Sites, *, replaced_only: bool = False) -> None:
         self.sites = sites
-        #: Report ``None``/unset -> value (lazy initialisation): the deep tier only.
-        self.lazy = lazy
         #: Only functions and classes replaced (the file-boundary scan of library modules).
         self.replaced_only = replaced_only
         self.spaces: list[Space] = []
         self.where: dict[str, tuple[object, str]] = {}
+        #: Each namespace as first seen (after its import): by id, (owner, copy).
+        self.origin: dict[int, tuple[object, dict[str, object]]] = {}
 
     def _saved(self, prefix: str, owner: object) -> _Saved:
         # The file scan compares tracked modules in full: it is there for
         # the writes the tracking cannot see.
-        return _Saved(prefix, owner, by_version=not self.replaced_only)
+        saved = _Saved(prefix, owner, by_version=not self.replaced_only)
+        first = self.origin.get(saved.owner_id)
+        if first is None or first[0] is not owner:
+            self.origin[saved.owner_id] = (owner, saved.copy)
+        return saved
+
+    def cleaned_up(self, owner: object, name: str, new: object) -> bool:
+        """A name set back to its value at import (or removed again): a
+        clean-up, never a leak (``_pool.shutdown(); _pool = None``)."""
+        first = self.origin.get(id(owner))
+        return first is not None and first[0] is owner and same(first[1].get(name, MISSING), new)
 
     def snapshot(self) -> object:
         return [self._saved(prefix, owner) for prefix, owner in self.spaces]
@@ -157,7 +169,7 @@ class Attributes:
                 if name in skipped or (name.startswith("__") and name.endswith("__")):
                     continue
                 old, new = space.copy.get(name, MISSING), live.get(name, MISSING)
-                if not same(old, new):
+                if not same(old, new) and not self.cleaned_up(space.owner, name, new):
                     key = f"{space.prefix}.{name}"
                     self.where[key] = (space.owner, name)
                     found.append((key, old, new))
@@ -170,10 +182,10 @@ class Attributes:
         return describe(value, self.sites.defined)
 
     def is_leak(self, key: str, old: object, new: object) -> bool:
-        if old is MISSING and isinstance(new, types.ModuleType):
-            return False  # a submodule imported: its parent package gains the name
-        if not self.lazy and (old is None or old is MISSING):
-            return False  # lazy initialisation; the deep tier reports it
+        if old is MISSING and (new is None or isinstance(new, types.ModuleType)):
+            # A submodule imported (its package gains the name), or
+            # ``getattr(x, name, None)`` written back (freezegun's time.clock).
+            return False
         return not self.replaced_only or _replaceable(old)
 
     def restore(self, key: str, old: object) -> None:
@@ -204,6 +216,11 @@ class Watchlist:
         self.project: dict[str, Space] = {}
         self.classes: list[Space] = []
         self.patched: dict[int, Space] = {}
+        #: Module-level objects of project classes (and those in module-level containers).
+        self.objects: list[Space] = []
+        self._project_types: dict[str, bool] = {}
+        #: Imported test modules, whose UPPER_CASE containers are watched.
+        self.test_modules: dict[str, Space] = {}
         self._seen: dict[str, object] = {}
         self._test_file: dict[str, bool] = {}
         self._every: tuple[tuple[int, int, int], list[Space]] | None = None
@@ -213,6 +230,12 @@ class Watchlist:
     def add_test_file(self, path: Path) -> None:
         self.test_files.add(_real(str(path)))
         self.test_names.add(path.name)
+
+    def add_test_module(self, module: object) -> None:
+        """A test module imported: its constants are watched."""
+        if isinstance(module, types.ModuleType) and module.__name__ not in self.test_modules:
+            self.test_modules[module.__name__] = (module.__name__, module)
+            self._dirty = True
 
     def add_patched(self, owner: object) -> None:
         """A module or class a test patched: watched per test from now on."""
@@ -242,12 +265,80 @@ class Watchlist:
             elif self._is_project(name, module):
                 self.project[name] = (name, module)
                 self.classes.extend(_classes_of(name, module))
+                self.objects.extend(self._objects_of(name, module))
                 changed = True
         return changed
 
+    def _objects_of(self, name: str, module: types.ModuleType) -> Iterable[Space]:
+        """A project module's module-level objects of project classes, and
+        those held one level down in its module-level lists, tuples and dicts
+        (``factory = Factory()``, ``RULES = [Rule(), ...]``): their attributes
+        are project state too."""
+        for global_name, value in list(vars(module).items()):
+            if global_name.startswith("__"):
+                continue
+            if self._project_object(value):
+                yield f"{name}.{global_name}", value
+            elif isinstance(value, (list, tuple)):
+                for index, item in enumerate(value[:OBJECTS_PER_CONTAINER]):
+                    if self._project_object(item):
+                        yield f"{name}.{global_name}[{index}]", item
+            elif isinstance(value, dict):
+                for key, item in list(value.items())[:OBJECTS_PER_CONTAINER]:
+                    if self._project_object(item):
+                        yield f"{name}.{global_name}[{key!r}]", item
+
+    def _project_object(self, value: object) -> bool:
+        """An instance (with a ``__dict__``) of a class defined in the project."""
+        if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+            return False
+        if not isinstance(getattr(value, "__dict__", None), dict):
+            return False
+        module_name = type(value).__module__
+        known = self._project_types.get(module_name)
+        if known is None:
+            known = module_name in self.project or self._is_project(
+                module_name, sys.modules.get(module_name)
+            )
+            self._project_types[module_name] = known
+        return known
+
+    def watch_assigned(self, module: types.ModuleType, source: str) -> None:
+        """What a test module assigns attributes of (``mock.MagicMock.content
+        = ...``, ``factory.auto_assign_id = True``, ``setattr(cls, ...)``):
+        each such object reached from the module's globals, a class, module
+        or instance of anywhere, is watched per test from now on."""
+        for chain in assigned_chains(source):
+            owner: object = vars(module).get(chain[0], MISSING)
+            for name in chain[1:]:
+                owner = getattr(owner, name, MISSING) if owner is not MISSING else MISSING
+            if owner is MISSING or owner is module:
+                continue
+            if isinstance(owner, types.ModuleType) and (
+                owner.__name__.partition(".")[0] in MACHINERY or self._is_test_file(owner)
+            ):
+                continue
+            if isinstance(owner, (types.ModuleType, type)):
+                self.add_patched(owner)
+            elif (
+                isinstance(getattr(owner, "__dict__", None), dict)
+                and not callable(owner)
+                and id(owner) not in self.patched
+            ):
+                self.patched[id(owner)] = (".".join(chain), owner)
+                self._dirty = True
+
     def per_test(self) -> list[Space]:
         stdlib = [(name, sys.modules[name]) for name in COMMON_STDLIB if name in sys.modules]
-        spaces = [*stdlib, *self.project.values(), *self.classes, *self.patched.values()]
+        loggers = [(f"logging.{cls.__qualname__}", cls) for cls in _logger_classes()]
+        spaces = [
+            *stdlib,
+            *self.project.values(),
+            *self.classes,
+            *loggers,
+            *self.objects,
+            *self.patched.values(),
+        ]
         unique: dict[int, Space] = {}
         for prefix, owner in spaces:
             unique.setdefault(id(owner), (prefix, owner))
@@ -302,6 +393,65 @@ class Watchlist:
         if "site-packages" in parts or "dist-packages" in parts:
             return False
         return not self._is_test_file(module)
+
+
+#: How many items of a module-level container are looked at for project objects.
+OBJECTS_PER_CONTAINER = 64
+
+
+def _logger_classes() -> list[type]:
+    """``logging.Logger`` and its subclasses (a project's logger class keeps
+    class-level settings there)."""
+    found: list[type] = []
+    pending: list[type] = [logging.Logger]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def assigned_chains(source: str) -> list[tuple[str, ...]]:
+    """The dotted owners a module's code assigns or deletes attributes of:
+    ``a.b.c = 1`` gives ``("a", "b")``; ``setattr(a.b, "c", 1)`` too."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    chains: set[tuple[str, ...]] = set()
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
+            chain = _dotted(node.args[0])
+            if chain:
+                chains.add(chain)
+        for target in targets:
+            if isinstance(target, ast.Attribute):
+                chain = _dotted(target.value)
+                if chain:
+                    chains.add(chain)
+    return sorted(chains)
+
+
+def _dotted(node: ast.expr) -> tuple[str, ...] | None:
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id in ("self", "cls"):
+        return None
+    return (node.id, *reversed(names))
 
 
 def _classes_of(name: str, module: types.ModuleType) -> Iterable[Space]:

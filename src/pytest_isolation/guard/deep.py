@@ -14,6 +14,8 @@ import logging
 from typing import Any
 
 from pytest_isolation.guard.attributes import Space
+from pytest_isolation.guard.process import module_logger
+from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
 from pytest_isolation.guard.state import Flat
 from pytest_isolation.guard.state import describe
@@ -63,6 +65,28 @@ class Content:
     def __hash__(self) -> int:
         return id(self.container)
 
+    def grew_from(self, old: Content) -> bool:
+        """Only gained items, keeping the old ones: a cache or registry filled."""
+        if self.container is not old.container or self.size <= old.size:
+            return False
+        if isinstance(self.container, dict):
+            half, old_half = self.size, old.size
+            now = dict(zip(self.items[:half], self.items[half:], strict=True))
+            pairs = zip(old.items[:old_half], old.items[old_half:], strict=True)
+            return all(key in now and now[key] is value for key, value in pairs)
+        if isinstance(self.container, set):
+            return set(old.items) <= set(self.items)
+        return all(a is b for a, b in zip(old.items, self.items, strict=False))
+
+    def plain(self) -> object:
+        """The content as a plain dict, list or set, for messages."""
+        if isinstance(self.container, dict):
+            half = len(self.items) // 2
+            return dict(zip(self.items[:half], self.items[half:], strict=True))
+        if isinstance(self.container, set):
+            return set(self.items)
+        return list(self.items)
+
     def __repr__(self) -> str:
         kind = type(self.container).__name__
         return f"{kind} of {self.size} item{'s' if self.size != 1 else ''}"
@@ -76,7 +100,11 @@ class Containers:
 
     def __init__(self) -> None:
         self.spaces: list[Space] = []
+        #: Test modules: only their UPPER_CASE names (constants) are watched,
+        #: and any change to one is a leak (a test's list of calls is its own).
+        self.constants: list[Space] = []
         self.where: dict[str, Any] = {}
+        self.of_tests: set[str] = set()
 
     def _read(self) -> dict[str, Content]:
         found = {}
@@ -84,6 +112,12 @@ class Containers:
             for name, value in list(vars(owner).items()):
                 if isinstance(value, CONTAINERS) and not name.startswith("__"):
                     found[f"{prefix}.{name}"] = Content(value)
+        for prefix, owner in self.constants:
+            for name, value in list(vars(owner).items()):
+                if isinstance(value, CONTAINERS) and name.isupper():
+                    key = f"{prefix}.{name}"
+                    found[key] = Content(value)
+                    self.of_tests.add(key)
         return found
 
     def snapshot(self) -> object:
@@ -105,6 +139,9 @@ class Containers:
 
     def label(self, key: str) -> str:
         return f"{key} (mutated in place)"
+
+    def constant_of_a_test_module(self, key: str) -> bool:
+        return key in self.of_tests
 
     def show(self, value: object) -> str:
         return describe(value)
@@ -128,23 +165,34 @@ class LoggerConfig(Flat):
     hint = "use caplog, or undo the logging configuration in a fixture"
 
     def read(self) -> dict[str, object]:
-        found: dict[str, object] = {}
-        for name, logger in list(logging.Logger.manager.loggerDict.items()):
-            if isinstance(logger, logging.Logger) and (logger.handlers or logger.filters):
-                found[name] = (
-                    tuple(_handler_state(handler) for handler in logger.handlers),
-                    tuple(logger.filters),
-                )
-        return found
+        return {
+            name: (
+                tuple(_handler_state(handler) for handler in logger.handlers),
+                tuple(logger.filters),
+            )
+            for name, logger in list(logging.Logger.manager.loggerDict.items())
+            if isinstance(logger, logging.Logger)
+        }
 
     def label(self, key: str) -> str:
         return f"the handlers/filters of logger {key!r}"
 
     def show(self, value: object) -> str:
-        if not isinstance(value, tuple):
+        if not isinstance(value, tuple) or value == ((), ()):
             return "none"
         handlers, filters = value
-        return f"{len(handlers)} handler(s), {len(filters)} filter(s)"
+        shown = ", ".join(
+            f"{handler!r}" + (f" formatted by {formatter!r}" if formatter is not None else "")
+            for handler, formatter, _, _ in handlers
+        )
+        return f"handlers [{shown}], {len(filters)} filter(s)"
+
+    def is_leak(self, key: str, old: object, new: object) -> bool:
+        if new is MISSING:
+            return False
+        if old is MISSING:  # a logger created in the window
+            return new != ((), ()) and not module_logger(key)
+        return True
 
     def restore(self, key: str, old: object) -> None:
         logger = logging.getLogger(key)

@@ -39,6 +39,25 @@ class _Real(NamedTuple):
 _REAL = _Real(os.getcwd, os.stat, os.listdir)
 _enumerate = threading.enumerate
 
+#: Modules whose worker threads are pooled by design: an idle worker waits for
+#: the next job (concurrent.futures' executors, asyncio's default executor,
+#: trio's thread cache, anyio's worker threads).  The pool, if some state
+#: keeps it, is that state's business; its workers are not a test's leak.
+POOLED = frozenset(
+    {"concurrent.futures.thread", "trio._core._thread_cache", "anyio._backends._asyncio"}
+)
+
+
+def pooled(thread: threading.Thread) -> bool:
+    """A thread pool's worker, by the module of its target or of its class.
+
+    ``Thread._target`` is private (the stdlib keeps the target only there
+    while the thread runs); ``tests/test_guard_fences.py`` checks it."""
+    target = getattr(thread, "_target", None)
+    module = getattr(target, "__module__", None) or type(thread).__module__
+    return module in POOLED
+
+
 #: One report-only finding: (category, key, description).
 Finding = tuple[str, str, str]
 
@@ -104,7 +123,7 @@ class Leftovers:
         now = _enumerate()
         if len(now) == len(self.threads) and self.threads.issuperset(now):
             return []
-        new = [t for t in now if t not in self.threads and t.is_alive()]
+        new = [t for t in now if t not in self.threads and t.is_alive() and not pooled(t)]
         deadline = time.monotonic() + GRACE
         for thread in new:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -116,7 +135,7 @@ class Leftovers:
                 f"thread {thread.name!r} still running" + (" (daemon)" if thread.daemon else ""),
             )
             for thread in new
-            if thread.is_alive()
+            if thread.is_alive() and not pooled(thread)
         ]
 
     def _processes(self) -> list[Finding]:

@@ -2,7 +2,9 @@
 
 A leak (:class:`pytest_isolation.core.records.Leak`) holds only strings, so a
 file-mode child can send it to the parent, whose summary lists the leaks of
-every file.
+every file.  The summary names each leaked key once, with the first test
+that changed it and how many did; routine state (counters, lazily created
+and lazily filled state) gets one line, and with ``-v`` one line per key.
 """
 
 from __future__ import annotations
@@ -14,45 +16,104 @@ import pytest
 
 from pytest_isolation.core.records import Leak
 
+#: How the routine line counts each kind.
+KIND_NOUNS = {
+    "counter": "counters advanced",
+    "created": "created lazily",
+    "filled": "filled lazily",
+}
+
+
+def _key(leak: Leak) -> tuple[str, str]:
+    return leak.category, leak.key
+
 
 class LeakLog:
-    """Every leak of the run, grouped by owner, for the terminal summary."""
+    """Every leak of the run, grouped by owner (for the counts) and by key
+    (for the summary)."""
 
     def __init__(self, policy: str, notify: Callable[[Leak], None]) -> None:
         self.policy = policy
         self.by_owner: dict[str, list[Leak]] = defaultdict(list)
+        #: Every leak of a key, in the order found.
+        self.by_key: dict[tuple[str, str], list[Leak]] = defaultdict(list)
         #: Told of every leak the first time it is recorded.
         self.notify = notify
 
-    def add(self, leak: Leak) -> None:
+    def add(self, leak: Leak) -> bool:
+        """Record a leak; whether it is the first of its key by a test (or by
+        a fixture, or by a file): the one to warn about."""
         known = self.by_owner[leak.owner]
         if leak in known:  # the same leak again, from a retry of its file
-            return
+            return False
         known.append(leak)
+        same_key = self.by_key[_key(leak)]
+        same_key.append(leak)
         self.notify(leak)
+        return sum(1 for other in same_key if other.kind == leak.kind) == 1
 
     def headline(self) -> str:
         kinds: dict[str, int] = defaultdict(int)
         for leaks in self.by_owner.values():
-            kinds[leaks[0].kind] += 1
+            if any(not leak.routine for leak in leaks):
+                kinds[leaks[0].kind] += 1
         parts = []
         for kind in ("test", "fixture", "file"):
             count = kinds.get(kind, 0)
             if count:
                 parts.append(f"{count} {kind}{'s' if count != 1 else ''}")
+        if not parts:
+            return "isolation: routine state put back"
         joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         return f"isolation: {joined} leaked state"
 
     def summarize(self, reporter: pytest.TerminalReporter) -> None:
-        if not self.by_owner:
+        if not self.by_key:
             return
-        reporter.write_sep("=", self.headline())
-        if self.policy == "quiet":
-            reporter.write_line("restored quietly; run with --isolation-leaks=warn for details")
+        groups = sorted(self.by_key.values(), key=lambda leaks: _key(leaks[0]))
+        leaked = [leaks for leaks in groups if not leaks[0].routine]
+        routine = [leaks for leaks in groups if leaks[0].routine]
+        if leaked:
+            reporter.write_sep("=", self.headline())
+            if self.policy == "quiet":
+                reporter.write_line("restored quietly; run with --isolation-leaks=warn for details")
+                return
+            for leaks in leaked:
+                first = leaks[0]
+                site = f", at {first.site}" if first.site else ""
+                undone = "" if first.restored else " (not undone)"
+                reporter.write_line(f"[{first.category}] {first.what}{site}{undone}")
+                reporter.write_line(f"  by {_owners(leaks)}")
+        if routine:
+            self._summarize_routine(reporter, routine)
+
+    def _summarize_routine(
+        self, reporter: pytest.TerminalReporter, routine: list[list[Leak]]
+    ) -> None:
+        """One line; with ``-v``, one line per key."""
+        tests = len({leak.owner for leaks in routine for leak in leaks})
+        kinds: dict[str, int] = defaultdict(int)
+        for leaks in routine:
+            kinds[leaks[0].routine] += 1
+        counts = ", ".join(f"{count} {KIND_NOUNS[kind]}" for kind, count in sorted(kinds.items()))
+        verbose = reporter.config.get_verbosity() > 0
+        more = "" if verbose else "; -v lists them"
+        reporter.write_line(
+            f"isolation: routine state of {tests} test{'s' if tests != 1 else ''} put back "
+            f"({counts}; not leaks{more})"
+        )
+        if not verbose:
             return
-        for owner, leaks in self.by_owner.items():
-            reporter.write_line(owner)
-            for leak in sorted(leaks, key=lambda leak: (leak.category, leak.what)):
-                site = f", at {leak.site}" if leak.site else ""
-                undone = "" if leak.restored else " (not undone)"
-                reporter.write_line(f"  [{leak.category}] {leak.what}{site}{undone}")
+        for leaks in routine:
+            first = leaks[0]
+            count = len({leak.owner for leak in leaks})
+            many = f"{count} tests, first " if count > 1 else ""
+            reporter.write_line(f"  [{first.category}] {first.what} ({many}{first.owner})")
+
+
+def _owners(leaks: list[Leak]) -> str:
+    owners = list(dict.fromkeys(leak.owner for leak in leaks))
+    if len(owners) == 1:
+        return owners[0]
+    more = len(owners) - 1
+    return f"{owners[0]} and {more} more test{'s' if more != 1 else ''}"

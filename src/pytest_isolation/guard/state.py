@@ -86,6 +86,79 @@ def describe(value: object, where: Callable[[object], str | None] | None = None)
     return text
 
 
+def redefined(old: object, new: object) -> bool:
+    """A function, class or module replaced by a new object of the same
+    definition: what re-importing a module does to every name in it."""
+    if type(old) is not type(new) or old is new:
+        return False
+    if isinstance(old, types.ModuleType):
+        return bool(
+            old.__name__ == getattr(new, "__name__", None)
+            and getattr(old, "__file__", None) == getattr(new, "__file__", None)
+        )
+    if not isinstance(old, (types.FunctionType, type)):
+        return False
+    if (old.__module__, old.__qualname__) != (new.__module__, new.__qualname__):  # type: ignore[attr-defined]
+        return False
+    if isinstance(old, types.FunctionType):
+        code, other = old.__code__, new.__code__  # type: ignore[attr-defined]
+        return (code.co_filename, code.co_firstlineno) == (other.co_filename, other.co_firstlineno)
+    return True
+
+
+def difference(old: object, new: object) -> str | None:
+    """What differs between two plain containers, in words: the keys a
+    mapping gained, lost and changed, the items a list or set gained and
+    lost.  ``None`` for anything else."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        added = [key for key in new if key not in old]
+        removed = [key for key in old if key not in new]
+        changed = [key for key in old if key in new and not same(old[key], new[key])]
+        parts = [
+            f"{label} {_keys(keys)}"
+            for label, keys in (("added", added), ("removed", removed), ("changed", changed))
+            if keys
+        ]
+        return "; ".join(parts) if parts else "the same keys and values"
+    if isinstance(old, (list, tuple, set, frozenset)) and isinstance(
+        new, (list, tuple, set, frozenset)
+    ):
+        gained = [item for item in new if not _has(old, item)]
+        lost = [item for item in old if not _has(new, item)]
+        parts = [f"added {_keys(gained)}"] if gained else []
+        parts += [f"removed {_keys(lost)}"] if lost else []
+        if not parts:
+            return "the same items in another order" if len(old) == len(new) else None
+        return "; ".join(parts)
+    return None
+
+
+def _has(items: object, value: object) -> bool:
+    return any(item is value or same(item, value) for item in items)  # type: ignore[attr-defined]
+
+
+def _keys(keys: list[object]) -> str:
+    shown = ", ".join(_short.repr(key) for key in keys[:4])
+    return shown + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+
+
+def is_closed(value: object) -> bool:
+    """A resource that was closed or shut down (an executor, a file, a socket,
+    an event loop): never put back, it would fail whoever uses it next.
+
+    Only flags that are exactly ``True`` count (a mock answers anything)."""
+    if value is None or isinstance(value, (type, types.ModuleType, types.FunctionType)):
+        return False
+    try:
+        for flag in ("_shutdown", "_closed", "closed"):
+            if getattr(value, flag, None) is True:
+                return True
+        check = getattr(value, "is_closed", None)
+        return callable(check) and check() is True
+    except Exception:
+        return False
+
+
 class Flat:
     """A category whose snapshot is a flat ``{key: value}`` dict."""
 

@@ -58,13 +58,21 @@ from pytest_isolation.guard.process import SysModules
 from pytest_isolation.guard.process import WorkingDirectory
 from pytest_isolation.guard.process import text
 from pytest_isolation.guard.report import LeakLog
+from pytest_isolation.guard.routine import KINDS
+from pytest_isolation.guard.routine import classify
+from pytest_isolation.guard.routine import holds_resource
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
 from pytest_isolation.guard.sites import CWD_EVENTS
 from pytest_isolation.guard.sites import ENV_EVENTS
 from pytest_isolation.guard.sites import PROCESS_EVENTS
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.sites import listen
+from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.state import difference
+from pytest_isolation.guard.state import equal
+from pytest_isolation.guard.state import is_closed
+from pytest_isolation.guard.state import redefined
 from pytest_isolation.guard.windows import Found
 from pytest_isolation.guard.windows import Owned
 from pytest_isolation.guard.windows import Seen
@@ -73,6 +81,7 @@ from pytest_isolation.guard.windows import Window
 from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import pytest_path_insert
+from pytest_isolation.guard.windows import raw_changes
 from pytest_isolation.guard.windows import same_items
 
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
@@ -80,6 +89,10 @@ MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"}
 #: Patchers are stopped first: that puts back everything they changed.
 PATCHERS = ("mock", "fakefs")
 IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
+REIMPORT_HINT = (
+    "import it once; a test of an import can use monkeypatch.delitem(sys.modules, ...), "
+    "which puts the module back"
+)
 MONKEYPATCH_HINT = "call its undo(), or use the monkeypatch fixture or MonkeyPatch.context()"
 _CURRENT_TEST = (b"PYTEST_CURRENT_TEST", "PYTEST_CURRENT_TEST")
 #: The run's guard, for the parts that hand it leaks found elsewhere.
@@ -106,7 +119,7 @@ class LeakGuard:
         self.log = LeakLog(policy, self._announce)
         self.sites = Sites(config.rootpath)
         self.watch = Watchlist(config.rootpath, self.sites.roots)
-        self.attributes = Attributes(self.sites, lazy=deep)
+        self.attributes = Attributes(self.sites)
         self.containers = Containers()
         categories: list[Category] = [
             MockPatches(),
@@ -118,11 +131,11 @@ class LeakGuard:
             INTERPRETER,
             ROOT_LOGGER,
             Loggers(),
+            LoggerConfig(),
             PROCESS,
             self.attributes,
+            self.containers,
         ]
-        if deep:
-            categories += [self.containers, LoggerConfig()]
         self.tier = Tier(categories)
         self.library_attributes = Attributes(self.sites, replaced_only=True)
         self.file_tier = Tier([self.library_attributes])
@@ -215,7 +228,10 @@ class LeakGuard:
             return (yield)
         self.watch.add_test_file(collector.path)
         if self.contained:
-            return (yield)
+            report = yield
+            if report.passed:  # imported: ``obj`` is the module, no import again
+                self._watch_test_module(collector)
+            return report
         self._refresh_watch()
         before = self.tier.take()
         self.listening = True
@@ -223,6 +239,8 @@ class LeakGuard:
             report = yield
         finally:
             self.listening = False
+        if report.passed:
+            self._watch_test_module(collector)
         found = [
             item
             for item in changes(self.tier, before)
@@ -268,12 +286,22 @@ class LeakGuard:
             report.longrepr = "\n".join(leak.message() for leak in leaks)
         return report
 
+    def _watch_test_module(self, collector: pytest.Module) -> None:
+        module = collector.obj
+        self.watch.add_test_module(module)
+        try:
+            source = collector.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return
+        self.watch.watch_assigned(module, source)
+
     # -- per test ------------------------------------------------------------
 
     def _refresh_watch(self) -> None:
         if self.watch.refresh():
             self.attributes.spaces = self.watch.per_test()
             self.containers.spaces = [*self.watch.project.values(), *self.watch.classes]
+            self.containers.constants = list(self.watch.test_modules.values())
             self.tier.forget(self.attributes)
             self.tier.forget(self.containers)
 
@@ -428,10 +456,16 @@ class LeakGuard:
         ]
         leaks = self._restore(owner, "fixture", found, {**seen, **self.seen})
         escalated = self._settle(leaks, request.node)
-        for window in (self.window, self.file_window):
-            if window is not None:
-                for key, (old, _) in owned.items():
-                    window.released[key] = old
+        if pre_teardown is not None:
+            released = {
+                key: delta
+                for tier in self._all_tiers()
+                for key, delta in raw_changes(tier, pre_teardown).items()
+                if key in owned
+            }
+            for window in (self.window, self.file_window):
+                if window is not None:
+                    window.released.update(released)
         if escalated:
             raise escalated[0]
         return result
@@ -487,7 +521,7 @@ class LeakGuard:
             found = [
                 item
                 for item in changes(Tier(group), tier.saved)
-                if not window.excused((item.category, item.key), item.new)
+                if not window.excused((item.category, item.key), item.old, item.new)
                 and not allow.allowed(window.allowances, item.category.name, self._subject(item))
             ]
             leaks += self._restore(window.owner, window.kind, found)
@@ -524,18 +558,35 @@ class LeakGuard:
         for item in found:
             hint = item.category.hint
             via = (item.category.name, item.key) in undone
-            if not via and item.category.name != "mock":
+            routine = self._routine(item)
+            keep = routine == "created" and holds_resource(item.new)
+            put_back = not via and not keep and item.category.name != "mock"
+            closed = put_back and is_closed(item.old)
+            if put_back and not closed:
                 try:
                     item.category.restore(item.key, item.old)
                 except Exception as error:
                     hint = f"could not be restored ({error!r}); {hint}"
-            leak = self._leak(owner, kind, item, hint, sites.get(id(item.new)), seen)
+            leak = self._leak(owner, kind, item, hint, sites.get(id(item.new)), seen, routine)
+            if keep:
+                what = f"{leak.what}, kept: it holds a resource"
+                leak = dataclasses.replace(leak, what=what, restored=False)
+            elif closed:
+                what = f"{leak.what}; the old value is closed, so it was not put back"
+                leak = dataclasses.replace(leak, what=what, restored=False)
             if via or leak.site.endswith(BY_MONKEYPATCH):
                 site = leak.site.removesuffix(BY_MONKEYPATCH)
                 what = f"{leak.what} through a pytest.MonkeyPatch never undone"
                 leak = dataclasses.replace(leak, what=what, site=site, hint=MONKEYPATCH_HINT)
-            leaks.append(leak)
-        return leaks
+            leaks.append((item, leak))
+        return fold_reimports(leaks)
+
+    def _routine(self, item: Found) -> str:
+        if isinstance(item.old, Content) and isinstance(item.new, Content):
+            if self.containers.constant_of_a_test_module(item.key):
+                return ""
+            return "filled" if item.new.grew_from(item.old) else ""
+        return classify(item.category.name, item.old, item.new)
 
     def _subject(self, item: Found) -> str:
         subject = getattr(item.category, "subject", None)
@@ -549,6 +600,7 @@ class LeakGuard:
         hint: str,
         started: str | None = None,
         seen: Seen | None = None,
+        routine: str = "",
     ) -> Leak:
         category = item.category
         if category.name == "mock":
@@ -561,28 +613,52 @@ class LeakGuard:
             old, new = show_key(item.key, item.old), show_key(item.key, item.new)
         else:
             old, new = category.show(item.old), category.show(item.new)
-        what = f"{category.label(item.key)} (was {old}, now {new})"
-        if same_items(item.old, item.new):
-            what = f"{category.label(item.key)} (rebound to a new list with the same items)"
-        return Leak(owner, kind, category.name, self._subject(item), what, site=site, hint=hint)
+        label = category.label(item.key)
+        what = f"{label} (was {old}, now {new})"
+        if routine == "counter":
+            what = f"{label}, a counter (was {old}, now {new})"
+        elif routine == "created":
+            what = f"{label}, created lazily (now {new})"
+        elif same_items(item.old, item.new):
+            what = f"{label} (rebound to a new list with the same items)"
+        elif isinstance(item.old, Content) and isinstance(item.new, Content):
+            change = difference(item.old.plain(), item.new.plain())
+            what = f"{label} ({change})" if change else what
+            if routine:
+                what = f"{label}, {KINDS[routine]} ({change})"
+        elif item.old is not MISSING and equal(item.old, item.new):
+            what = f"{label} (rebound to a new, equal {type(item.new).__name__}: {new})"
+        elif isinstance(item.old, (dict, list, set)) and type(item.old) is type(item.new):
+            change = difference(item.old, item.new)
+            what = f"{label} (rebound to a new {type(item.new).__name__}: {change})"
+        return Leak(
+            owner,
+            kind,
+            category.name,
+            self._subject(item),
+            what,
+            site=site,
+            hint=hint,
+            routine=routine,
+        )
 
     def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
         """Record and report; returns the warnings ``-W error`` escalated, to raise
         once the guard's own work is done."""
         __tracebackhide__ = True
         leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
-        for leak in leaks:
-            self.log.add(leak)
+        first = [self.log.add(leak) for leak in leaks]
         escalated: list[Warning] = []
-        for leak in leaks:
-            message = leak.message()
-            if self.policy == "warn":
+        for leak, new_key in zip(leaks, first, strict=True):
+            if leak.routine:
+                continue
+            if self.policy == "warn" and new_key:  # one warning per key, the summary counts
                 try:
-                    warn_on(node, LeakedStateWarning(message))
+                    warn_on(node, LeakedStateWarning(leak.message()))
                 except Warning as error:  # -W error: every leak is still recorded
                     escalated.append(error)
             elif self.policy == "error":
-                self.pending.append(message)
+                self.pending.append(leak.message())
         return escalated
 
     def record(self, leak: Leak) -> None:
@@ -617,3 +693,39 @@ def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
         warnings.warn_explicit(warning, type(warning), str(node.path), 0)
     else:
         node.warn(warning)
+
+
+def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
+    """One leak per re-imported module instead of one per name in it: a test
+    that re-imports a module rebinds every function and class to a new object
+    of the same definition, and replaces the module in ``sys.modules``."""
+    kept: list[Leak] = []
+    modules: dict[str, list[tuple[str, Leak]]] = {}
+    for item, leak in leaks:
+        if not redefined(item.old, item.new):
+            kept.append(leak)
+        elif item.category.name == "sys.modules":
+            modules.setdefault("", []).append((item.key, leak))
+        elif item.category.name == "attribute":
+            where = getattr(item.category, "where", {}).get(item.key, (None, ""))[0]
+            module = getattr(where, "__name__", "") if isinstance(where, types.ModuleType) else ""
+            module = module or str(getattr(where, "__module__", "") or item.key.rpartition(".")[0])
+            modules.setdefault(module, []).append((item.key.rpartition(".")[2], leak))
+        else:
+            kept.append(leak)
+    for module, names in modules.items():
+        first = names[0][1]
+        shown = ", ".join(name for name, _ in names[:5]) + (
+            f" and {len(names) - 5} more" if len(names) > 5 else ""
+        )
+        if module:
+            what = (
+                f"{module} re-imported: {len(names)} of its functions and classes are new "
+                f"objects of the same definitions ({shown})"
+            )
+            key = module
+        else:
+            what = f"sys.modules: {len(names)} modules re-imported ({shown})"
+            key = "re-imported"
+        kept.append(dataclasses.replace(first, key=key, what=what, hint=REIMPORT_HINT))
+    return kept

@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from pytest_isolation.guard import allow
+from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.mocks import made_by_pyfakefs
 from pytest_isolation.guard.mocks import pyfakefs_alive
 from pytest_isolation.guard.state import Category
@@ -22,8 +23,10 @@ from pytest_isolation.guard.state import same
 Seen = dict[tuple[str, str], str]
 #: A key of one category: (the category, key).
 Key = tuple[Category, str]
+#: What a fixture did to one key: (value before, value after).
+Delta = tuple[object, object]
 #: Keys a fixture set: (value before, value it set).
-Owned = dict[Key, tuple[object, object]]
+Owned = dict[Key, Delta]
 
 
 class Tier:
@@ -61,15 +64,58 @@ class Window:
     owner: str
     kind: str
     allowances: tuple[allow.Allowance, ...]
-    #: Keys higher-scoped fixtures set inside the window: (old, new).
-    owned: dict[Key, tuple[object, object]] = dataclasses.field(default_factory=dict)
-    #: Keys finalized fixtures put back inside the window: the value put back.
-    released: dict[Key, object] = dataclasses.field(default_factory=dict)
+    #: Keys higher-scoped fixtures set up inside the window: what their setup did.
+    owned: dict[Key, Delta] = dataclasses.field(default_factory=dict)
+    #: Keys finalized fixtures put back inside the window: what their teardown did.
+    released: dict[Key, Delta] = dataclasses.field(default_factory=dict)
 
-    def excused(self, key: Key, new: object) -> bool:
-        if key in self.owned and same(self.owned[key][1], new):
-            return True
-        return key in self.released and same(self.released[key], new)
+    def excused(self, key: Key, old: object, new: object) -> bool:
+        """Whether ``old -> new`` is what a fixture's setup or teardown did.
+
+        A fixture's change is a delta, not a value: pytest adds and removes
+        its own logging handlers around each phase, so the root logger's
+        handlers after a test are not those the fixture saw, but they are the
+        window's plus the one the fixture added."""
+        return any(
+            delta is not None and follows(key[0], key[1], old, delta, new)
+            for delta in (self.owned.get(key), self.released.get(key))
+        )
+
+
+def follows(category: Category, key: str, old: object, delta: Delta, new: object) -> bool:
+    """Whether applying ``delta`` to ``old`` gives ``new``: the same value,
+    a value the category does not count as changed from it (a named logger
+    back to its defaults), or, for a list, the same items added and removed."""
+    before, after = delta
+    if same(after, new) or equal_content(after, new):
+        return True
+    if not category.is_leak(key, after, new):
+        return True
+    old_items, new_items = _items(old), _items(new)
+    before_items, after_items = _items(before), _items(after)
+    if old_items is None or new_items is None or before_items is None or after_items is None:
+        return False
+    removed = [x for x in before_items if not _contains(after_items, x)]
+    added = [x for x in after_items if not _contains(before_items, x)]
+    expected = [x for x in old_items if not _contains(removed, x)] + added
+    return sorted(map(id, expected)) == sorted(map(id, new_items))
+
+
+def _items(value: object) -> tuple[object, ...] | None:
+    if isinstance(value, ListState):
+        return value.items
+    if type(value) is tuple:
+        return value
+    return None
+
+
+def _contains(items: list[object] | tuple[object, ...], value: object) -> bool:
+    return any(item is value for item in items)
+
+
+def equal_content(a: object, b: object) -> bool:
+    """Snapshots of the same container with equal content (the deep tier's)."""
+    return isinstance(a, Content) and a == b
 
 
 @dataclasses.dataclass
@@ -93,6 +139,18 @@ def changes(tier: Tier, saved: dict[Category, object], leaks: bool = True) -> li
                 continue
             if category.is_leak(key, old, new):
                 found.append(Found(category, key, old, new))
+    return found
+
+
+def raw_changes(tier: Tier, saved: dict[Category, object]) -> dict[Key, Delta]:
+    """Every key that differs from ``saved``, leak or not: what a fixture's
+    teardown did."""
+    found: dict[Key, Delta] = {}
+    for category in tier.categories:
+        before = saved.get(category)
+        if before is not None and not category.unchanged(before):
+            for key, old, new in category.diff(before):
+                found[(category, key)] = (old, new)
     return found
 
 

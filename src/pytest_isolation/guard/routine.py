@@ -1,0 +1,59 @@
+"""State a project changes as a matter of course, told apart from leaks.
+
+A test that advances a counter (attrs' ``_CountingAttr.cls_counter``, Django
+REST framework's ``Field._creation_counter``, a factory's sequence), creates
+something lazily (a cache, a singleton: ``_instance = None`` then an object)
+or fills a cache lazily has not done anything wrong; the next test should
+still see the state of before.  So the guard puts such state back after
+every test, as it does a leak, but never warns or fails for it, and the
+summary lists each key once.  A lazily created object that holds a resource
+(it has ``close``, ``shutdown``, ...) is kept: taking it away would orphan
+the resource and make every test create another.
+"""
+
+from __future__ import annotations
+
+import types
+
+from pytest_isolation.guard.state import MISSING
+
+#: Routine kinds, as the summary names them.
+KINDS = {
+    "counter": "a counter",
+    "created": "created lazily",
+    "filled": "filled lazily",
+}
+
+#: Methods whose presence makes a value a resource (kept when created lazily).
+RESOURCE_METHODS = ("close", "shutdown", "stop", "terminate", "disconnect", "dispose")
+
+_BEHAVIOUR = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+    staticmethod,
+    classmethod,
+    property,
+)
+
+
+def classify(category: str, old: object, new: object) -> str:
+    """The routine kind of ``old -> new`` (see :data:`KINDS`), or ``""`` for a leak."""
+    if category == "attribute":
+        if type(old) is int and type(new) is int and new > old:
+            return "counter"
+        if (old is None or old is MISSING) and new is not MISSING:
+            # Installing behaviour (a function, a class) is a patch, not a cache.
+            return "" if isinstance(new, _BEHAVIOUR) else "created"
+    return ""
+
+
+def holds_resource(value: object) -> bool:
+    """Whether a value looks like a resource (a pool, a connection, a client)."""
+    if isinstance(value, (type, types.ModuleType, *_BEHAVIOUR)) or value is None:
+        return False
+    try:
+        return any(callable(getattr(type(value), name, None)) for name in RESOURCE_METHODS)
+    except Exception:
+        return False
