@@ -41,3 +41,16 @@ def run_guard(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def literal(pattern: str) -> str:
     """An fnmatch pattern whose ``[`` is literal (``*`` stays a wildcard)."""
     return pattern.replace("[", "[[]")
+
+
+#: The leak guard in a plain run and in a file-mode child.
+GUARD_MODES = {
+    "plain": ("-p", "isolation"),
+    "file": (*FILE_MODE, "--isolation-start=fork"),
+}
+
+
+@pytest.fixture(params=sorted(GUARD_MODES))
+def mode(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The leak guard's arguments, in a plain run and in file mode."""
+    return GUARD_MODES[str(request.param)]

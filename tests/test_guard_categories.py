@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from conftest import TIMEOUT
 from conftest import literal
 from conftest import run_guard
 
@@ -162,6 +163,34 @@ PATCH_LINE = line(MOCK_LEAKS, 'return_value="/nowhere"')
 PATCH_OBJECT_LINE = line(MOCK_LEAKS, 'time, "time"')
 
 
+def test_what_a_test_module_assigns_is_watched_per_test(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A library's function or class attribute that a test module assigns is
+    put back after the test that assigned it, not only at the file's end."""
+    pytester.makepyfile(
+        test_a="""
+            import email.utils
+            from unittest import mock
+            def test_replaces():
+                email.utils.formatdate = lambda *a, **k: "never"
+                mock.MagicMock.content = mock.PropertyMock(return_value=1)
+            def test_same_file_sees_the_real_ones():
+                assert email.utils.formatdate() != "never"
+                assert "content" not in vars(mock.MagicMock)
+        """
+    )
+    result = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_a.py::test_replaces leaked email.utils.formatdate (was <function formatdate*",
+            "*test_a.py::test_replaces leaked unittest.mock.MagicMock.content (was unset, now <*",
+        ],
+        consecutive=False,
+    )
+
+
 def test_mock_patches_are_stopped_with_their_start_site(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_mocks=MOCK_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly")
@@ -264,7 +293,7 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
         [
             "*test_global_flag leaked app.state.DEBUG (was False, now True);"
             " use monkeypatch.setattr*",
-            "*test_registry_rebound leaked app.state.REGISTRY (was {}, now {'x': 1})*",
+            "*test_registry_rebound leaked app.state.REGISTRY (rebound to a new dict: added 'x')*",
             "*test_function_replaced leaked app.state.helper (was <function helper at *> "
             "defined at app/state.py:6, now <function * defined at"
             f" test_attributes.py:{FAKE_LINE})*",
@@ -288,7 +317,8 @@ def test_library_function_replaced_is_found_at_the_file_boundary(
         test_a="""
             import email.utils, os
             def test_replaces():
-                email.utils.formatdate = lambda *a, **k: "never"
+                replace = setattr  # hidden from the scan of what the module assigns
+                replace(email.utils, "formatdate", lambda *a, **k: "never")
                 vars(os)["getpid"] = lambda: 0  # bypasses os's write tracking
             def test_same_file_still_sees_it():
                 assert email.utils.formatdate() == "never"
@@ -309,7 +339,7 @@ def test_library_function_replaced_is_found_at_the_file_boundary(
         [
             "*LeakedStateWarning: test_a.py (one of its tests) leaked email.utils.formatdate "
             "(was <function formatdate at *> defined at */email/utils.py:*, now <function "
-            "test_replaces.<locals>.<lambda> at *> defined at test_a.py:3); use monkeypatch*"
+            "test_replaces.<locals>.<lambda> at *> defined at test_a.py:4); use monkeypatch*"
         ]
     )
 
@@ -437,30 +467,43 @@ DEEP = """
 """
 
 
-def test_deep_tier(pytester: pytest.Pytester) -> None:
+def test_containers_and_logger_handlers_and_the_deep_tier(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """The default tier puts back containers filled in place (routine state)
+    and reports a named logger's new handler; the deep tier adds the values
+    of higher-scoped fixtures."""
     pytester.mkpydir("app")
     pytester.path.joinpath("app", "state.py").write_text(
-        "import collections\nREGISTRY = {}\nQUEUE = collections.deque()\n_client = None\n"
-        "class Service:\n    hooks = []\n"
+        "import collections, logging\nREGISTRY = {}\nQUEUE = collections.deque()\n"
+        "_client = None\nlogging.getLogger('app')\nclass Service:\n    hooks = []\n"
     )
     pytester.makepyfile(test_deep=DEEP)
-    shallow = run_guard(pytester, "-p", "no:randomly")
-    shallow.assert_outcomes(passed=6, failed=1)
-
-    result = run_guard(pytester, "-p", "no:randomly", "--isolation-leaks-deep")
-    result.assert_outcomes(passed=7, warnings=6)
-    result.stdout.fnmatch_lines(
+    default = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", "-v", timeout=TIMEOUT)
+    default.assert_outcomes(passed=6, failed=1, warnings=1)
+    default.stdout.fnmatch_lines(
+        [literal("E       AssertionError: assert (['seed', 'more'] == ['seed']*")]
+    )
+    default.stdout.fnmatch_lines(
         [
-            "*test_module_dict leaked app.state.REGISTRY (mutated in place) "
-            "(was dict of 0 items, now dict of 1 item); copy it*",
-            "*test_class_list leaked app.state.Service.hooks (mutated in place) "
-            "(was list of 0 items, now list of 1 item)*",
-            "*test_deque leaked app.state.QUEUE (mutated in place) (was deque of 0 items*",
-            "*test_fixture_value leaked the value of fixture 'shared' (scope=module), mutated in "
-            "place (was list of 1 item, now list of 2 items)*",
             "*test_logger_handler leaked the handlers/filters of logger 'app' "
-            "(was none, now 1 handler(s), 0 filter(s))*",
-            "*test_lazy_initialisation leaked app.state._client (was None, now <object *",
+            "(was none, now handlers [[]<NullHandler (NOTSET)>], 0 filter(s))*",
+            "isolation: routine state of 4 tests put back (1 created lazily, 3 filled lazily*",
+            "  [[]attribute] app.state._client, created lazily (now <object *",
+            "  [[]container] app.state.QUEUE (mutated in place), filled lazily (added 1)*",
+            "  [[]container] app.state.REGISTRY (mutated in place), filled lazily (added 'x')*",
+            "  [[]container] app.state.Service.hooks (mutated in place), filled lazily (added <*",
         ],
         consecutive=False,
+    )
+
+    deep = pytester.runpytest_subprocess(
+        *mode, "-p", "no:randomly", "--isolation-leaks-deep", timeout=TIMEOUT
+    )
+    deep.assert_outcomes(passed=7, warnings=2)
+    deep.stdout.fnmatch_lines(
+        [
+            "*test_fixture_value leaked the value of fixture 'shared' (scope=module), mutated in "
+            "place (was list of 1 item, now list of 2 items)*",
+        ]
     )

@@ -25,7 +25,9 @@ KIND_NOUNS = {
 
 
 def _key(leak: Leak) -> tuple[str, str]:
-    return leak.category, leak.key
+    """What one changed thing is: a key of a category; each unstopped patch
+    is its own (two tests may patch the same target)."""
+    return leak.category, f"{leak.key} at {leak.site}" if leak.category == "mock" else leak.key
 
 
 class LeakLog:

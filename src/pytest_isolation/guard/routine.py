@@ -44,8 +44,8 @@ def classify(category: str, old: object, new: object) -> str:
         if type(old) is int and type(new) is int and new > old:
             return "counter"
         if (old is None or old is MISSING) and new is not MISSING:
-            # Installing behaviour (a function, a class) is a patch, not a cache.
-            return "" if isinstance(new, _BEHAVIOUR) else "created"
+            # Installing behaviour (a function, a class, a mock) is a patch, not a cache.
+            return "" if callable(new) or isinstance(new, _BEHAVIOUR) else "created"
     return ""
 
 

@@ -29,6 +29,7 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import tracked
+from pytest_isolation.guard.attributes import COMMON_STDLIB
 from pytest_isolation.guard.attributes import Attributes
 from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.deep import CONTAINERS
@@ -586,6 +587,9 @@ class LeakGuard:
             if self.containers.constant_of_a_test_module(item.key):
                 return ""
             return "filled" if item.new.grew_from(item.old) else ""
+        owner = getattr(item.category, "where", {}).get(item.key, (None,))[0]
+        if isinstance(owner, types.ModuleType) and owner.__name__ in COMMON_STDLIB:
+            return ""  # os.SEEK_SET = 5 is no counter
         return classify(item.category.name, item.old, item.new)
 
     def _subject(self, item: Found) -> str:
@@ -704,8 +708,8 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
     for item, leak in leaks:
         if not redefined(item.old, item.new):
             kept.append(leak)
-        elif item.category.name == "sys.modules":
-            modules.setdefault("", []).append((item.key, leak))
+        elif isinstance(item.old, types.ModuleType):  # in sys.modules, or on its package
+            modules.setdefault("", []).append((item.old.__name__, leak))
         elif item.category.name == "attribute":
             where = getattr(item.category, "where", {}).get(item.key, (None, ""))[0]
             module = getattr(where, "__name__", "") if isinstance(where, types.ModuleType) else ""
@@ -713,11 +717,10 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
             modules.setdefault(module, []).append((item.key.rpartition(".")[2], leak))
         else:
             kept.append(leak)
-    for module, names in modules.items():
-        first = names[0][1]
-        shown = ", ".join(name for name, _ in names[:5]) + (
-            f" and {len(names) - 5} more" if len(names) > 5 else ""
-        )
+    for module, found in modules.items():
+        first = found[0][1]
+        names = sorted({name for name, _ in found})
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         if module:
             what = (
                 f"{module} re-imported: {len(names)} of its functions and classes are new "
@@ -725,7 +728,11 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
             )
             key = module
         else:
-            what = f"sys.modules: {len(names)} modules re-imported ({shown})"
+            count = f"{len(names)} module{'s' if len(names) != 1 else ''}"
+            what = f"sys.modules: {count} re-imported ({shown})"
             key = "re-imported"
-        kept.append(dataclasses.replace(first, key=key, what=what, hint=REIMPORT_HINT))
+        category = first.category if module else "sys.modules"
+        kept.append(
+            dataclasses.replace(first, category=category, key=key, what=what, hint=REIMPORT_HINT)
+        )
     return kept

@@ -1,0 +1,347 @@
+"""The leak guard never breaks a correct suite, never floods, and catches
+what real projects leak (issue 15).  Each case runs in a plain run and in a
+file-mode child (the ``mode`` fixture)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import TIMEOUT
+from conftest import literal
+
+
+def run(pytester: pytest.Pytester, mode: tuple[str, ...], *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*mode, "-p", "no:randomly", *args, timeout=TIMEOUT)
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+# -- a fixture's own setup and teardown is never a leak -----------------------
+
+
+@pytest.mark.parametrize("scope", ["module", "class", "session"])
+def test_a_scoped_fixture_s_logging_handler_is_the_fixture_s(
+    pytester: pytest.Pytester, mode: tuple[str, ...], scope: str
+) -> None:
+    """pytest adds its own handlers around each phase: the fixture's change is
+    "added H", which the test's window must not call a leak."""
+    pytester.makepyfile(
+        test_log=f"""
+        import logging, pytest
+        H = logging.NullHandler()
+        @pytest.fixture(scope="{scope}")
+        def handler():
+            logging.getLogger().addHandler(H); yield; logging.getLogger().removeHandler(H)
+        class TestBoth:
+            def test_1(self, handler): assert H in logging.getLogger().handlers
+            def test_2(self, handler): assert H in logging.getLogger().handlers
+        """,
+        test_other=f"""
+        import logging
+        def test_3():
+            nulls = [h for h in logging.getLogger().handlers if type(h) is logging.NullHandler]
+            assert len(nulls) == {int(scope == "session" and "--isolation-mode=file" not in mode)}
+        """,
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=3)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+
+
+def test_a_module_fixture_s_logger_level_is_not_put_back_after_the_module(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import logging, pytest
+        @pytest.fixture(scope="module")
+        def debug():
+            logger = logging.getLogger("app")
+            old = logger.level
+            logger.setLevel(logging.DEBUG); yield; logger.setLevel(old)
+        def test_1(debug): assert logging.getLogger("app").level == logging.DEBUG
+        def test_2(debug): assert logging.getLogger("app").level == logging.DEBUG
+        """,
+        test_b="""
+        import logging
+        def test_3(): assert logging.getLogger("app").level == logging.NOTSET
+        """,
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=3)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+
+
+def test_deep_tier_keeps_a_module_fixture_s_in_place_change(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    write(pytester.path, {"appcfg/__init__.py": 'SETTINGS = {"mode": "prod"}\n'})
+    pytester.makepyfile(
+        test_cfg="""
+        import pytest, appcfg
+        @pytest.fixture(scope="module")
+        def testmode():
+            appcfg.SETTINGS["mode"] = "test"; yield; appcfg.SETTINGS["mode"] = "prod"
+        def test_1(testmode): assert appcfg.SETTINGS["mode"] == "test"
+        def test_2(testmode): assert appcfg.SETTINGS["mode"] == "test"
+        """,
+        test_later="""
+        import appcfg
+        def test_3(): appcfg.SETTINGS["mode"] = "changed by a test"
+        def test_4(): assert appcfg.SETTINGS["mode"] == "prod"
+        """,
+    )
+    result = run(pytester, mode, "--isolation-leaks-deep")
+    result.assert_outcomes(passed=4, warnings=1)
+    # The message says which key changed.
+    result.stdout.fnmatch_lines(
+        ["*test_3 leaked appcfg.SETTINGS (mutated in place) (changed 'mode'); copy it*"]
+    )
+
+
+def test_mocker_spy_on_a_tracked_module_is_no_internal_error(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    pytester.makepyfile(
+        test_spy="""
+        import os
+        def test_spy(mocker):
+            spy = mocker.spy(os.path, "join")
+            assert os.path.join("a", "b") == os.sep.join("ab")
+            assert spy.call_count == 1
+        def test_after():
+            assert not hasattr(os.path.join, "spy_return")
+        """
+    )
+    result = run(pytester, mode, "-p", "pytest_mock", "--isolation-leaks-deep")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+
+
+# -- toward the import-time state, never away from it -------------------------
+
+POOL = {
+    "proj/__init__.py": "",
+    "proj/scheduler.py": """
+        from concurrent.futures import ThreadPoolExecutor
+        _parallel_pool = None
+        EAGER = ThreadPoolExecutor(1)
+
+        def pool():
+            global _parallel_pool
+            if _parallel_pool is None:
+                _parallel_pool = ThreadPoolExecutor(2)
+            return _parallel_pool
+
+        def shutdown():
+            global _parallel_pool
+            if _parallel_pool is not None:
+                _parallel_pool.shutdown()
+            _parallel_pool = None
+
+        def restart_eager():
+            global EAGER
+            EAGER.shutdown()
+            EAGER = ThreadPoolExecutor(1)
+    """,
+}
+
+
+def test_a_clean_up_is_no_leak_and_a_closed_resource_is_never_put_back(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    write(pytester.path, POOL)
+    pytester.makepyfile(
+        test_pool="""
+        from proj import scheduler
+        def test_a(): assert scheduler.pool().submit(lambda: 1).result() == 1
+        def test_b(): scheduler.pool(); scheduler.shutdown()
+        def test_c(): assert scheduler.pool().submit(lambda: 2).result() == 2
+        def test_d(): scheduler.restart_eager()
+        def test_e(): assert scheduler.EAGER.submit(lambda: 3).result() == 3
+        """
+    )
+    result = run(pytester, mode, "-v")
+    result.assert_outcomes(passed=5, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_d leaked proj.scheduler.EAGER (was <*ThreadPoolExecutor*, now <*"
+            "ThreadPoolExecutor*>); the old value is closed, so it was not put back (not undone)*",
+            "  [[]attribute] proj.scheduler._parallel_pool, created lazily"
+            " (now <*ThreadPoolExecutor"
+            "*>), kept: it holds a resource (2 tests, first test_pool.py::test_a)",
+        ],
+        consecutive=False,
+    )
+    # A pool's idle workers are the pool's, not a leaked thread of the test.
+    result.stdout.no_fnmatch_line("*leaked thread*")
+    result.stdout.no_fnmatch_line("*test_b leaked*")
+
+
+# -- noise ---------------------------------------------------------------------
+
+COUNTER = {
+    "proj/__init__.py": "",
+    "proj/fields.py": """
+        class Field:
+            _creation_counter = 0
+            def __init__(self):
+                self.order = Field._creation_counter
+                Field._creation_counter += 1
+    """,
+}
+
+
+def test_a_counter_advanced_by_every_test_is_one_line_and_no_warning(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    write(pytester.path, COUNTER)
+    pytester.makepyfile(
+        test_many="""
+        import pytest
+        from proj.fields import Field
+        @pytest.mark.parametrize("n", range(30))
+        def test_defines_fields(n):
+            class Form:
+                a, b = Field(), Field()
+            assert Form.a.order < Form.b.order
+        def test_sequence_starts_over():
+            assert Field().order == 0
+        """
+    )
+    result = run(pytester, mode, "-W", "error::pytest_isolation.LeakedStateWarning")
+    result.assert_outcomes(passed=31)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+    lines = [line for line in result.outlines if "isolation:" in line and "file" not in line]
+    assert lines == [
+        "isolation: routine state of 31 tests put back (1 counters advanced; not leaks; "
+        "-v lists them)"
+    ]
+
+
+def test_one_warning_per_key_and_the_summary_counts_the_tests(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    pytester.makepyfile(
+        test_env="""
+        import os, pytest
+        @pytest.mark.parametrize("n", range(5))
+        def test_sets(n):
+            os.environ["SAME_KEY"] = str(n)
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=5, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= isolation: 5 tests leaked state =*",
+            literal("[env] os.environ['SAME_KEY'] (was unset, now '0'), at test_env.py:4"),
+            literal("  by test_env.py::test_sets[0] and 4 more tests"),
+        ]
+    )
+
+
+def test_a_re_import_is_one_line(pytester: pytest.Pytester, mode: tuple[str, ...]) -> None:
+    write(
+        pytester.path,
+        {
+            "proj/__init__.py": "",
+            "proj/big.py": "".join(f"def f{n}(): return {n}\n" for n in range(20))
+            + "class C:\n    pass\n",
+        },
+    )
+    pytester.makepyfile(
+        test_reimport="""
+        import importlib, sys
+        import proj.big
+        def test_reloads():
+            importlib.reload(proj.big)
+        def test_fresh_import():
+            del sys.modules["proj.big"]
+            import proj.big
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_reloads leaked proj.big re-imported: 21 of its functions and classes are new "
+            "objects of the same definitions (C, f0, f1, f10, f11 and 16 more); import it once*",
+            "*test_fresh_import leaked sys.modules: 1 module re-imported (proj.big);"
+            " import it once*",
+        ],
+        consecutive=False,
+    )
+    result.stdout.no_fnmatch_line("*leaked proj.big.f1 *")
+
+
+def test_messages_say_what_differs(pytester: pytest.Pytester, mode: tuple[str, ...]) -> None:
+    write(
+        pytester.path, {"proj/__init__.py": "", "proj/config.py": "DISABLE = []\nOPTS = {'a': 1}\n"}
+    )
+    pytester.makepyfile(
+        test_msgs="""
+        import proj.config as config
+        def test_equal_list(): config.DISABLE = []
+        def test_new_dict(): config.OPTS = {"a": 2, "b": 3}
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*leaked proj.config.DISABLE (rebound to a new, equal list: []);*",
+            "*leaked proj.config.OPTS (rebound to a new dict: added 'b'; changed 'a');*",
+        ],
+        consecutive=False,
+    )
+
+
+def test_library_loggers_and_freezegun_are_quiet_in_the_deep_tier(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A library's loggers set up at its import or lazily (requests' NullHandlers,
+    werkzeug's level) and freezegun's ``time.clock`` are no leak."""
+    pytest.importorskip("freezegun")
+    write(
+        pytester.path,
+        {
+            "lib/__init__.py": "import logging\n"
+            "logging.getLogger('lib').addHandler(logging.NullHandler())\n",
+            "lazylib/__init__.py": """
+                import logging
+                def serve():
+                    logger = logging.getLogger("lazylib")
+                    if logger.level == logging.NOTSET:
+                        logger.setLevel(logging.INFO)
+                        logger.addHandler(logging.StreamHandler())
+            """,
+        },
+    )
+    pytester.makepyfile(
+        test_libs="""
+        import lib, lazylib, time
+        from freezegun import freeze_time
+        def test_serves():
+            lazylib.serve()
+        def test_serves_again():
+            lazylib.serve()
+        @freeze_time("2020-01-01")
+        def test_frozen():
+            assert time.strftime("%Y") == "2020"
+        """
+    )
+    result = run(
+        pytester, mode, "--isolation-leaks-deep", "-W", "error::pytest_isolation.LeakedStateWarning"
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
