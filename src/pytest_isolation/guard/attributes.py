@@ -132,6 +132,12 @@ class Attributes:
     def snapshot(self) -> object:
         return [self._saved(prefix, owner) for prefix, owner in self.spaces]
 
+    def adopt(self, saved: object, spaces: list[Space]) -> None:
+        """Add namespaces to a snapshot taken before they existed (a module
+        imported inside the test, as its import completes)."""
+        if isinstance(saved, list):
+            saved.extend(self._saved(prefix, owner) for prefix, owner in spaces)
+
     def resnapshot(self, previous: object) -> object:
         """A snapshot that reuses the parts of ``previous`` still current."""
         assert isinstance(previous, list)
@@ -206,6 +212,7 @@ class Watchlist:
 
     def __init__(self, rootdir: Path, library_roots: tuple[str, ...]) -> None:
         self.root = os.path.join(_real(str(rootdir)), "")
+        self.given_root = os.path.join(os.path.normpath(str(rootdir)), "")
         self.library_roots = library_roots
         #: Real paths of collected test modules (never project state).
         self.test_files: set[str] = set()
@@ -226,6 +233,22 @@ class Watchlist:
         self._every: tuple[tuple[int, int, int], list[Space]] | None = None
         self._count = -1
         self._dirty = True
+
+    def project_origin(self, origin: str) -> bool:
+        """Whether a module file is the project's, by its path alone (string
+        operations only: this runs inside tests, during an import)."""
+        path = os.path.normpath(origin)
+        if not path.startswith((self.root, self.given_root)) or path.startswith(self.library_roots):
+            return False
+        name = os.path.basename(path)
+        if name == "conftest.py" or name in self.test_names:
+            return False
+        parts = Path(path).parts
+        return "site-packages" not in parts and "dist-packages" not in parts
+
+    def spaces_of(self, name: str, module: types.ModuleType) -> list[Space]:
+        """A project module's namespaces: itself, its classes, its objects."""
+        return [(name, module), *_classes_of(name, module), *self._objects_of(name, module)]
 
     def add_test_file(self, path: Path) -> None:
         self.test_files.add(_real(str(path)))

@@ -123,6 +123,14 @@ class Containers:
     def snapshot(self) -> object:
         return self._read()
 
+    def adopt(self, saved: object, spaces: list[Space]) -> None:
+        """Add the containers of namespaces that did not exist at the snapshot."""
+        if isinstance(saved, dict):
+            for prefix, owner in spaces:
+                for name, value in list(vars(owner).items()):
+                    if isinstance(value, CONTAINERS) and not name.startswith("__"):
+                        saved.setdefault(f"{prefix}.{name}", Content(value))
+
     def unchanged(self, saved: object) -> bool:
         assert isinstance(saved, dict)
         return all(Content(content.container) == content for content in saved.values())

@@ -13,6 +13,7 @@ the resource and make every test create another.
 
 from __future__ import annotations
 
+import re
 import types
 
 from pytest_isolation.guard.state import MISSING
@@ -38,10 +39,17 @@ _BEHAVIOUR = (
 )
 
 
-def classify(category: str, old: object, new: object) -> str:
+#: What a counter's name says (``cls_counter``, ``_creation_counter``, ``_seq``,
+#: ``next_id``, ``count``, ``hits``): an int with such a name that went up is a
+#: counter; ``LEVEL = 99`` is not.
+COUNTER_NAME = re.compile(r"count|seq|serial|next|index|idx|total|hits|calls|tick|num", re.I)
+
+
+def classify(category: str, key: str, old: object, new: object) -> str:
     """The routine kind of ``old -> new`` (see :data:`KINDS`), or ``""`` for a leak."""
     if category == "attribute":
-        if type(old) is int and type(new) is int and new > old:
+        name = key.rpartition(".")[2]
+        if type(old) is int and type(new) is int and new > old and COUNTER_NAME.search(name):
             return "counter"
         if (old is None or old is MISSING) and new is not MISSING:
             # Installing behaviour (a function, a class, a mock) is a patch, not a cache.

@@ -28,6 +28,7 @@ from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.guard import allow
+from pytest_isolation.guard import imports
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.attributes import COMMON_STDLIB
 from pytest_isolation.guard.attributes import Attributes
@@ -154,7 +155,8 @@ class LeakGuard:
         #: Sites of environment writes and chdir seen in the open window.
         self.seen: Seen = {}
         self.listening = False
-        self._outer: tuple[Any, Any, Any] | None = None
+        self.imports = imports.ImportWatch(self.watch.project_origin)
+        self._outer: tuple[Any, Any, Any, Any] | None = None
 
     @property
     def contained(self) -> bool:
@@ -176,6 +178,7 @@ class LeakGuard:
             listen(self._heard),
             record_start_sites(self.sites.caller),
             tracked.on_write,
+            imports.install(self.imports, self._module_loaded),
         )
         tracked.on_write = self._module_written
 
@@ -184,13 +187,27 @@ class LeakGuard:
             listen(self._outer[0])
             record_start_sites(self._outer[1])
             tracked.on_write = self._outer[2]
+            imports.uninstall(self.imports, self._outer[3])
             tracked.stop()
 
+    def _module_loaded(self, module: types.ModuleType) -> None:
+        """A project module imported inside a test: its state as its import
+        left it is the test's starting point."""
+        if self.window is None or not self.listening:
+            return
+        spaces = self.watch.spaces_of(module.__name__, module)
+        self.attributes.adopt(self.tier.saved.get(self.attributes), spaces)
+        self.containers.adopt(self.tier.saved.get(self.containers), spaces)
+
     def _module_written(self, module: types.ModuleType, name: str) -> None:
-        if self.listening:
+        if not self.listening:
+            return
+        try:  # inside the test's own setattr: never raise into it
             site = self.sites.caller()
-            if site:
-                self.seen[("attribute", f"{module.__name__}.{name}")] = site
+        except Exception:
+            return
+        if site:
+            self.seen[("attribute", f"{module.__name__}.{name}")] = site
 
     def _heard(self, event: str, args: tuple[Any, ...]) -> None:
         if event in PROCESS_EVENTS:
@@ -324,6 +341,7 @@ class LeakGuard:
         self.seen.clear()
         self.window = Window(item.nodeid, "test", allowances)
         self.listening = True
+        self.imports.listening = True
         result = yield
         if bad_marker is not None:
             pytest.fail(bad_marker, pytrace=False)
@@ -366,6 +384,7 @@ class LeakGuard:
         result = yield
         window, self.window = self.window, None
         self.listening = False
+        self.imports.listening = False
         escalated = []
         if window is not None:
             leaks = value_leaks + self._close(window, self.tier)
@@ -590,7 +609,7 @@ class LeakGuard:
         owner = getattr(item.category, "where", {}).get(item.key, (None,))[0]
         if isinstance(owner, types.ModuleType) and owner.__name__ in COMMON_STDLIB:
             return ""  # os.SEEK_SET = 5 is no counter
-        return classify(item.category.name, item.old, item.new)
+        return classify(item.category.name, item.key, item.old, item.new)
 
     def _subject(self, item: Found) -> str:
         subject = getattr(item.category, "subject", None)
