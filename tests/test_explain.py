@@ -129,6 +129,61 @@ def test_right_target_then_fails():
     result.stdout.no_fnmatch_line("*patch did not reach*")
 
 
+def test_nothing_on_a_failure_the_missed_patch_did_not_cause(project: pytest.Pytester) -> None:
+    """The mock was called and the failure never went through the module that
+    holds the original: the missed patch is not the explanation."""
+    project.makepyfile(
+        test_call="""
+import subprocess
+from unittest import mock
+
+import mypkg.util
+
+
+def test_unrelated_failure():
+    with mock.patch("subprocess.run") as run:
+        subprocess.run(["x"])
+        assert run.called
+        assert 1 == 2
+"""
+    )
+    result = run_guard(project, "--isolation-leaks=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.no_fnmatch_line("*patch did not reach*")
+
+
+def test_a_re_export_patched_points_at_the_defining_module(pytester: pytest.Pytester) -> None:
+    package = pytester.mkpydir("app")
+    (package / "core.py").write_text(
+        "def helper():\n    return 'real'\n\ndef work():\n    return helper()\n"
+    )
+    (package / "api.py").write_text("from app.core import helper, work\n")
+    pytester.syspathinsert()
+    pytester.makepyfile(
+        test_api="""
+from unittest import mock
+
+import app.api
+
+
+def test_work():
+    with mock.patch("app.api.helper", return_value="fake"):
+        assert app.api.work() == "fake"
+"""
+    )
+    result = run_guard(pytester, "--isolation-leaks=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*- isolation: patch did not reach app.core.helper -*",
+            "mock.patch replaced app.api.helper while the test ran, *",
+            "  app.core.helper (where it is defined; app.api imports it from app.core, "
+            "and code in app.core uses its own name)",
+            "*e.g. mock.patch('app.core.helper') instead of mock.patch('app.api.helper').",
+        ]
+    )
+
+
 def test_mock_patch_internals_are_still_there() -> None:
     """The fence of ``explain._wrap_patch_exit``: breaks loudly if
     ``unittest.mock._patch`` stops keeping these while it is active."""

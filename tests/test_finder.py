@@ -84,6 +84,44 @@ def test_a_polluter_in_another_file(pytester: pytest.Pytester) -> None:
     again.assert_outcomes(passed=1, failed=1)
 
 
+def test_what_the_victim_reads_is_listed_first_and_the_rest_counted(
+    pytester: pytest.Pytester,
+) -> None:
+    """A polluter that changes many things: the one the victim's failure
+    names comes first, re-imports are one line, and the rest are counted."""
+    pytester.mkpydir("proj")
+    pytester.path.joinpath("proj", "cfg.py").write_text(
+        "TIMEOUT = 10\n" + "".join(f"def f{n}(): pass\n" for n in range(8))
+    )
+    pytester.makepyfile(
+        test_a="""
+        import importlib, os
+        import proj.cfg
+        def test_pollutes():
+            for n in range(6):
+                os.environ[f"NOISE_{n}"] = "1"
+            importlib.reload(proj.cfg)
+            proj.cfg.TIMEOUT = 0
+        """,
+        test_v="""
+        import proj.cfg
+        def test_victim():
+            assert proj.cfg.TIMEOUT > 0
+        """,
+    )
+    result = find(pytester, "test_v.py::test_victim", "--isolation-find-json=found.json")
+    assert result.ret == 0, result.stderr.str()
+    shown = lines(result)
+    start = shown.index("isolation: what it leaked:")
+    assert shown[start + 1] == (
+        "isolation:   [attribute] proj.cfg.TIMEOUT (was 10, now 0) (test_a.py::test_pollutes)"
+    )
+    assert shown[start + 6] == "isolation:   and 3 more"
+    found = json.loads((pytester.path / "found.json").read_text())
+    assert len(found["leaks"]) == 8  # TIMEOUT, the re-import (one line), six variables
+    assert sum("re-imported" in leak["what"] for leak in found["leaks"]) == 1
+
+
 def test_a_polluter_in_the_same_file(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_a=FILLER,

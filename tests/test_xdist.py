@@ -115,8 +115,8 @@ def test_crash_retry_quarantine_leaks_and_report_under_xdist(
     result.stdout.fnmatch_lines(
         [
             "*= isolation: 1 test leaked state =*",
-            "test_leak.py::test_env",
-            literal("  [env] os.environ['LEAKED_UNDER_XDIST'] (was unset, now '1')*"),
+            literal("[env] os.environ['LEAKED_UNDER_XDIST'] (was unset, now '1')*"),
+            "  by test_leak.py::test_env",
         ]
     )
     result.stdout.fnmatch_lines(["QUARANTINED test_known.py::test_known - bug 9 (q.txt:1)"])
@@ -138,7 +138,9 @@ def test_the_guard_in_plain_xdist_workers(pytester: pytest.Pytester) -> None:
     )
     result = run_guard(pytester, *XDIST, "-n", "2")
     result.assert_outcomes(passed=4, warnings=1)
-    result.stdout.fnmatch_lines(["*= isolation: 1 test leaked state =*", "test_leak.py::test_env"])
+    result.stdout.fnmatch_lines(
+        ["*= isolation: 1 test leaked state =*", "*", "  by test_leak.py::test_env"]
+    )
     result.stdout.no_fnmatch_line("*test_clean.py::test_reads leaked*")
     clean = run_guard(pytester, *XDIST, "-n", "2", "test_clean.py", "test_more.py")
     clean.assert_outcomes(passed=3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -90,6 +91,8 @@ class Outcome:
     leaks: list[dict[str, Any]]
     collected: list[str]
     errors: list[str]
+    #: The victim's failure text, when it failed.
+    failure: str = ""
 
 
 def probe_options(config: pytest.Config) -> list[str]:
@@ -115,6 +118,62 @@ def probe_options(config: pytest.Config) -> list[str]:
     return kept
 
 
+#: How many of the culprits' leaks the finder shows, most likely first.
+LEAKS_SHOWN = 5
+
+#: Kinds of state, the likeliest cause of another test's failure first.
+LIKELY = (
+    "env",
+    "attribute",
+    "container",
+    "sys.modules",
+    "mock",
+    "cwd",
+    "import",
+    "logging",
+    "logger",
+    "fakefs",
+    "interpreter",
+    "process",
+    "fixture-value",
+    "files",
+    "threads",
+    "processes",
+)
+
+
+def rank(leaks: list[dict[str, Any]], failure: str) -> list[dict[str, Any]]:
+    """Leaks most likely to explain the victim's failure first: those whose
+    name appears in its failure text (state the victim's code read), then by
+    kind (see :data:`LIKELY`); routine state (counters, caches) last."""
+
+    def key(leak: dict[str, Any]) -> tuple[int, int, int]:
+        return (1 if leak.get("routine") else 0, -_named(leak, failure), _kind(leak))
+
+    return sorted(leaks, key=key)
+
+
+def _named(leak: dict[str, Any], failure: str) -> int:
+    """How specifically the victim's failure names the leaked key: the length
+    of the longest of its dotted tails (``proj.cfg.TIMEOUT``, ``cfg.TIMEOUT``,
+    ``TIMEOUT``) found as a word in the text; 0 if none is."""
+    parts = [part for part in re.split(r"[^A-Za-z0-9_.]+", str(leak.get("key", ""))) if part]
+    best = 0
+    for part in parts:
+        names = part.split(".")
+        for start in range(len(names)):
+            tail = ".".join(names[start:])
+            if len(tail) > max(best, 2) and re.search(rf"(?<![\w.]){re.escape(tail)}\b", failure):
+                best = len(tail)
+                break
+    return best
+
+
+def _kind(leak: dict[str, Any]) -> int:
+    kind = str(leak.get("category", ""))
+    return LIKELY.index(kind) if kind in LIKELY else len(LIKELY)
+
+
 class Finder:
     """One search: the victim, the probes' options and limits, and what the
     probes have answered so far (every set already run, the JSON result)."""
@@ -135,6 +194,8 @@ class Finder:
         #: Each set already run, with whether it reproduced.
         self.known: dict[tuple[str, ...], bool] = {}
         self.goal = "failed"
+        #: The victim's failure text from the last probe where it failed.
+        self.failure = ""
         #: How many candidates the current round of the search has left.
         self.left = ""
         self.order: list[str] = []
@@ -215,6 +276,7 @@ class Finder:
             leaks=data["leaks"],
             collected=data["collected"],
             errors=data["collection_errors"],
+            failure=data.get("failures", {}).get(self.victim, ""),
         )
 
     def _run_many(self, runs: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> list[Outcome]:
@@ -272,6 +334,8 @@ class Finder:
         for run, outcome in zip(new, self._run_many(new), strict=True):
             self.probes += 1
             self.known[run] = outcome.victim == self.goal
+            if outcome.failure:
+                self.failure = outcome.failure
             verb = "fails" if outcome.victim == "failed" else outcome.victim
             count = len(run) - 1
             tests = f"{count} test{'s' if count != 1 else ''}"
@@ -323,7 +387,9 @@ class Finder:
         else:
             self.result["kind"] = "polluter"
             self.say(f"alone it {alone}")
-        after = self._run_many([[*preceding, victim]])[0].victim
+        after_all = self._run_many([[*preceding, victim]])[0]
+        after = after_all.victim
+        self.failure = after_all.failure or self.failure
         self.result["after_all"] = after
         if after != self.goal:
             verb = "fails" if after == "failed" else after
@@ -349,13 +415,20 @@ class Finder:
             self.say(f"{role}: {culprits[0]} ({_probes(self.probes)})")
         else:
             self.say(f"{role}s, needed together: {', '.join(culprits)} ({_probes(self.probes)})")
-        leaks = self._run_many([culprits], extra=["--isolation-leaks=warn"])[0].leaks
+        leaks = rank(
+            self._run_many([culprits], extra=["--isolation-leaks=warn"])[0].leaks, self.failure
+        )
         self.result["leaks"] = leaks
         if leaks:
             self.say("what it leaked:" if len(culprits) == 1 else "what they leaked:")
-            for leak in leaks:
+            for leak in leaks[:LEAKS_SHOWN]:
                 site = f", at {leak['site']}" if leak.get("site") else ""
                 self.say(f"  [{leak['category']}] {leak['what']}{site} ({leak['owner']})")
+            if len(leaks) > LEAKS_SHOWN:
+                more = len(leaks) - LEAKS_SHOWN
+                listed = self.config.getoption("isolation_find_json")
+                where = "" if listed else " (--isolation-find-json lists them)"
+                self.say(f"  and {more} more{where}")
         else:
             self.say("the leak guard found nothing it watches changed (see the limitations)")
         options = _without_plugin(probe_options(self.config), "isolation")

@@ -31,6 +31,8 @@ class Patched:
     target: Any
     attribute: str
     original: Any
+    #: What the patch put in place (a mock knows whether it was called).
+    replacement: Any = None
 
     @property
     def target_name(self) -> str:
@@ -67,7 +69,10 @@ def _wrap_patch_exit() -> None:
         if exc_info and exc_info[0] is not None:
             original = getattr(self, "temp_original", default)
             if original is not default and hasattr(self, "target"):
-                _exited.append(Patched("mock.patch", self.target, self.attribute, original))
+                replacement = getattr(self.target, self.attribute, None)
+                _exited.append(
+                    Patched("mock.patch", self.target, self.attribute, original, replacement)
+                )
         return original_exit(self, *exc_info)
 
     patch_class.__exit__ = __exit__
@@ -81,12 +86,16 @@ def _active(item: pytest.Item) -> list[Patched]:
     for patch in active_patches():
         original = getattr(patch, "temp_original", None)
         if hasattr(patch, "target") and hasattr(patch, "attribute"):
-            found.append(Patched("mock.patch", patch.target, patch.attribute, original))
+            replacement = getattr(patch.target, patch.attribute, None)
+            found.append(
+                Patched("mock.patch", patch.target, patch.attribute, original, replacement)
+            )
     funcargs = getattr(item, "funcargs", {})
     patcher = funcargs.get("monkeypatch")
     if isinstance(patcher, pytest.MonkeyPatch):
         for target, name, old in monkeypatch_setattrs(patcher):
-            found.append(Patched("monkeypatch.setattr", target, name, old))
+            replacement = getattr(target, name, None)
+            found.append(Patched("monkeypatch.setattr", target, name, old, replacement))
     return found
 
 
@@ -110,6 +119,24 @@ def holders(patched: Patched, root: str) -> list[str]:
     return sorted(found)
 
 
+def relevant(
+    patched: Patched, names: list[str], excinfo: pytest.ExceptionInfo[BaseException] | None
+) -> bool:
+    """Whether the missed patch can explain this failure: its mock was never
+    called (the code under test used another name), or the failure passed
+    through a module that holds the original."""
+    if getattr(patched.replacement, "called", None) is False:
+        return True
+    if excinfo is None:
+        return False
+    holders_globals = {
+        id(vars(module))
+        for module in (sys.modules.get(name.rpartition(".")[0]) for name in names)
+        if module is not None
+    }
+    return any(id(entry.frame.f_globals) in holders_globals for entry in excinfo.traceback)
+
+
 def explain(patched: Patched, names: list[str]) -> tuple[str, str]:
     what = f"{patched.target_name}.{patched.attribute}"
     title = f"isolation: patch did not reach {', '.join(names)}"
@@ -117,12 +144,19 @@ def explain(patched: Patched, names: list[str]) -> tuple[str, str]:
         f"{patched.how} replaced {what} while the test ran, but these names still refer "
         "to the original:"
     ]
+    defined_in = getattr(patched.original, "__module__", None)
     for name in names:
         module = name.rpartition(".")[0]
-        lines.append(
-            f"  {name} (bound before the patch, e.g. by "
-            f"'from {patched.target_name} import {patched.attribute}' in {module})"
-        )
+        if module == defined_in:  # the target re-exports it: the holder is its home
+            lines.append(
+                f"  {name} (where it is defined; {patched.target_name} imports it from "
+                f"{module}, and code in {module} uses its own name)"
+            )
+        else:
+            lines.append(
+                f"  {name} (bound before the patch, e.g. by "
+                f"'from {patched.target_name} import {patched.attribute}' in {module})"
+            )
     example = names[0]
     lines.append(
         f"Code that uses these names never sees the patch: patch where the name is used, "
@@ -153,6 +187,6 @@ class PatchReach:
                     continue
                 seen.add(key)
                 names = holders(patched, self.root)
-                if names:
+                if names and relevant(patched, names, call.excinfo):
                     report.sections.append(explain(patched, names))
         return report

@@ -13,6 +13,9 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.records import Leak
 
+#: How much of a failure's text a probe keeps.
+FAILURE_TEXT = 20_000
+
 
 class Probe:
     def __init__(self, path: str) -> None:
@@ -21,6 +24,8 @@ class Probe:
         self.outcomes: dict[str, str] = {}
         self.collection_errors: list[str] = []
         self.leaks: list[dict[str, Any]] = []
+        #: The failure text of each failed test (what the finder ranks leaks by).
+        self.failures: dict[str, str] = {}
 
     @pytest.hookimpl(optionalhook=True)  # the guard's hook, absent under -p no:isolation
     def pytest_isolation_leak(self, leak: Leak) -> None:
@@ -36,6 +41,7 @@ class Probe:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
             self.outcomes[report.nodeid] = "failed"
+            self.failures.setdefault(report.nodeid, report.longreprtext[:FAILURE_TEXT])
         elif report.when == "call" or (report.skipped and report.when == "setup"):
             self.outcomes.setdefault(report.nodeid, report.outcome)
 
@@ -46,6 +52,7 @@ class Probe:
             "outcomes": self.outcomes,
             "collection_errors": self.collection_errors,
             "leaks": self.leaks,
+            "failures": self.failures,
         }
         with open(self.path, "w", encoding="utf-8") as file:
             json.dump(data, file)

@@ -65,6 +65,15 @@ class Content:
     def __hash__(self) -> int:
         return id(self.container)
 
+    def keeps(self, old: Content) -> bool:
+        """Whether every item of ``old`` is still here, unchanged (by identity)."""
+        if isinstance(self.container, dict):
+            now = dict(zip(self.items[: self.size], self.items[self.size :], strict=True))
+            pairs = zip(old.items[: old.size], old.items[old.size :], strict=True)
+            return all(key in now and now[key] is value for key, value in pairs)
+        ids = {id(item) for item in self.items}
+        return all(id(item) in ids for item in old.items)
+
     def grew_from(self, old: Content) -> bool:
         """Only gained items, keeping the old ones: a cache or registry filled."""
         if self.container is not old.container or self.size <= old.size:
@@ -104,7 +113,8 @@ class Containers:
         #: and any change to one is a leak (a test's list of calls is its own).
         self.constants: list[Space] = []
         self.where: dict[str, Any] = {}
-        self.of_tests: set[str] = set()
+        #: Test modules' constants as their import left them.
+        self.at_import: dict[str, Content] = {}
 
     def _read(self) -> dict[str, Content]:
         found = {}
@@ -116,8 +126,10 @@ class Containers:
             for name, value in list(vars(owner).items()):
                 if isinstance(value, CONTAINERS) and name.isupper():
                     key = f"{prefix}.{name}"
-                    found[key] = Content(value)
-                    self.of_tests.add(key)
+                    found[key] = content = Content(value)
+                    first = self.at_import.get(key)
+                    if first is None or first.container is not value:
+                        self.at_import[key] = content
         return found
 
     def snapshot(self) -> object:
@@ -149,13 +161,19 @@ class Containers:
         return f"{key} (mutated in place)"
 
     def constant_of_a_test_module(self, key: str) -> bool:
-        return key in self.of_tests
+        return key in self.at_import
 
     def show(self, value: object) -> str:
         return describe(value)
 
     def is_leak(self, key: str, old: object, new: object) -> bool:
-        return True
+        first = self.at_import.get(key)
+        if first is None or not isinstance(new, Content):
+            return True
+        # A test module's constant: a leak only when what its import put in
+        # is gone or changed (tests that record into SEEN = {} for a later
+        # test of the file are the file's own business).
+        return not new.keeps(first)
 
     def restore(self, key: str, old: object) -> None:
         assert isinstance(old, Content)
