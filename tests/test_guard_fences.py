@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
 import pytest
 
+from pytest_isolation.guard.leftovers import pooled
 from pytest_isolation.guard.mocks import _pyfakefs_patcher
 from pytest_isolation.guard.mocks import active_patches
 from pytest_isolation.guard.mocks import monkeypatch_records
@@ -103,3 +106,21 @@ def test_sites_skip_library_frames(pytestconfig: pytest.Config) -> None:
     assert sites.library(os.__file__)
     assert sites.library(pytest.__file__)
     assert not sites.library(__file__)
+
+
+def test_a_pool_s_workers_are_told_by_thread_target() -> None:
+    """``pooled`` reads the private ``Thread._target`` while a thread runs;
+    this fails if the stdlib stops keeping it there."""
+    with ThreadPoolExecutor(1) as executor:
+        executor.submit(lambda: None).result()
+        workers = [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")]
+        assert workers
+        assert all(pooled(worker) for worker in workers)
+    stop = threading.Event()
+    plain = threading.Thread(target=stop.wait)
+    plain.start()
+    try:
+        assert not pooled(plain)
+    finally:
+        stop.set()
+        plain.join()
