@@ -345,3 +345,43 @@ def test_library_loggers_and_freezegun_are_quiet_in_the_deep_tier(
     )
     result.assert_outcomes(passed=3)
     result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+
+
+def test_hostile_objects_never_break_the_guard(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A dict subclass whose methods raise and a proxy whose ``__dict__``
+    raises (werkzeug's LocalProxy outside an app context) in a project
+    module: no error, no internal error; the change is still put back."""
+    write(
+        pytester.path,
+        {
+            "proj/__init__.py": "",
+            "proj/things.py": """
+                class Hostile(dict):
+                    def keys(self): raise RuntimeError("no keys for you")
+                    def __iter__(self): raise RuntimeError("no iter")
+                    def __len__(self): raise RuntimeError("no len")
+
+                class Proxy:
+                    @property
+                    def __dict__(self): raise RuntimeError("outside of the app context")
+                    def __getattr__(self, name): raise RuntimeError("outside of the app context")
+
+                TABLE = Hostile(a=1)
+                current = Proxy()
+            """,
+        },
+    )
+    pytester.makepyfile(
+        test_w="""
+        from proj import things
+        def test_a(): dict.__setitem__(things.TABLE, "b", 2)
+        def test_b(): assert dict.get(things.TABLE, "b") is None
+        def test_c(): things.current.x = 1
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=3)
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    result.stdout.no_fnmatch_line("*could not compare*")

@@ -20,6 +20,7 @@ from pathlib import Path
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.process import SYS_COVERED
 from pytest_isolation.guard.sites import Sites
+from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
 from pytest_isolation.guard.state import describe
@@ -86,17 +87,7 @@ class _Saved:
 
 def _replaceable(value: object) -> bool:
     """Functions and classes: what a hand-made patch replaces."""
-    return isinstance(
-        value,
-        (
-            types.FunctionType,
-            types.BuiltinFunctionType,
-            types.MethodType,
-            type,
-            staticmethod,
-            classmethod,
-        ),
-    )
+    return isinstance(value, BEHAVIOUR) and not isinstance(value, property)
 
 
 class Attributes:
@@ -312,19 +303,27 @@ class Watchlist:
                         yield f"{name}.{global_name}[{key!r}]", item
 
     def _project_object(self, value: object) -> bool:
-        """An instance (with a ``__dict__``) of a class defined in the project."""
-        if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        """An instance (with a ``__dict__``) of a class defined in the project.
+
+        Only ``type(value)`` is consulted before the class is known to be the
+        project's: a proxy (werkzeug's ``LocalProxy``, Django's lazy objects)
+        answers ``__class__`` and ``__dict__`` with its target, or raises."""
+        kind = type(value)
+        if issubclass(kind, (type, types.ModuleType, types.FunctionType, types.MethodType)):
             return False
-        if not isinstance(getattr(value, "__dict__", None), dict):
-            return False
-        module_name = type(value).__module__
+        module_name = kind.__module__
         known = self._project_types.get(module_name)
         if known is None:
             known = module_name in self.project or self._is_project(
                 module_name, sys.modules.get(module_name)
             )
             self._project_types[module_name] = known
-        return known
+        if not known:
+            return False
+        try:
+            return isinstance(vars(value), dict)
+        except Exception:  # no __dict__, or one that cannot be read
+            return False
 
     def watch_assigned(self, module: types.ModuleType, source: str) -> None:
         """What a test module assigns attributes of (``mock.MagicMock.content
@@ -332,9 +331,7 @@ class Watchlist:
         each such object reached from the module's globals, a class, module
         or instance of anywhere, is watched per test from now on."""
         for chain in assigned_chains(source):
-            owner: object = vars(module).get(chain[0], MISSING)
-            for name in chain[1:]:
-                owner = getattr(owner, name, MISSING) if owner is not MISSING else MISSING
+            owner = _resolve(vars(module), chain)
             if owner is MISSING or owner is module:
                 continue
             if isinstance(owner, types.ModuleType) and (
@@ -343,11 +340,7 @@ class Watchlist:
                 continue
             if isinstance(owner, (types.ModuleType, type)):
                 self.add_patched(owner)
-            elif (
-                isinstance(getattr(owner, "__dict__", None), dict)
-                and not callable(owner)
-                and id(owner) not in self.patched
-            ):
+            elif not callable(owner) and id(owner) not in self.patched and _has_dict(owner):
                 self.patched[id(owner)] = (".".join(chain), owner)
                 self._dirty = True
 
@@ -416,6 +409,27 @@ class Watchlist:
         if "site-packages" in parts or "dist-packages" in parts:
             return False
         return not self._is_test_file(module)
+
+
+def _resolve(namespace: dict[str, object], chain: tuple[str, ...]) -> object:
+    """``a.b.c`` looked up from a module's globals; MISSING if any step fails
+    (an attribute lookup may run any code: a property, a proxy)."""
+    owner: object = namespace.get(chain[0], MISSING)
+    for name in chain[1:]:
+        if owner is MISSING:
+            break
+        try:
+            owner = getattr(owner, name, MISSING)
+        except Exception:
+            return MISSING
+    return owner
+
+
+def _has_dict(value: object) -> bool:
+    try:
+        return isinstance(vars(value), dict)
+    except Exception:
+        return False
 
 
 #: How many items of a module-level container are looked at for project objects.

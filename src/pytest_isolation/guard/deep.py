@@ -25,9 +25,15 @@ CONTAINERS = (dict, list, set, collections.deque)
 
 
 def items_of(container: Any) -> tuple[object, ...]:
-    """The shallow content: a dict's (key, value) pairs flattened, else the items."""
-    if isinstance(container, dict):
-        return (*container.keys(), *container.values())
+    """The shallow content: a dict's (key, value) pairs flattened, else the
+    items.  Read with the built-in type's own methods, never a subclass's
+    override (which may do anything, or raise)."""
+    kind = type(container)
+    if issubclass(kind, dict):
+        return (*dict.keys(container), *dict.values(container))
+    for base in (list, set, collections.deque):
+        if issubclass(kind, base):
+            return tuple(base.__iter__(container))
     return tuple(container)
 
 
@@ -53,7 +59,8 @@ class Content:
     def __init__(self, container: Any) -> None:
         self.container = container
         self.items = items_of(container)
-        self.size = len(container)
+        items = self.items
+        self.size = len(items) // 2 if issubclass(type(container), dict) else len(items)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -120,11 +127,11 @@ class Containers:
         found = {}
         for prefix, owner in self.spaces:
             for name, value in list(vars(owner).items()):
-                if isinstance(value, CONTAINERS) and not name.startswith("__"):
+                if issubclass(type(value), CONTAINERS) and not name.startswith("__"):
                     found[f"{prefix}.{name}"] = Content(value)
         for prefix, owner in self.constants:
             for name, value in list(vars(owner).items()):
-                if isinstance(value, CONTAINERS) and name.isupper():
+                if issubclass(type(value), CONTAINERS) and name.isupper():
                     key = f"{prefix}.{name}"
                     found[key] = content = Content(value)
                     first = self.at_import.get(key)
@@ -140,7 +147,7 @@ class Containers:
         if isinstance(saved, dict):
             for prefix, owner in spaces:
                 for name, value in list(vars(owner).items()):
-                    if isinstance(value, CONTAINERS) and not name.startswith("__"):
+                    if issubclass(type(value), CONTAINERS) and not name.startswith("__"):
                         saved.setdefault(f"{prefix}.{name}", Content(value))
 
     def unchanged(self, saved: object) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import types
 
+from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
 
 #: Routine kinds, as the summary names them.
@@ -27,16 +28,6 @@ KINDS = {
 
 #: Methods whose presence makes a value a resource (kept when created lazily).
 RESOURCE_METHODS = ("close", "shutdown", "stop", "terminate", "disconnect", "dispose")
-
-_BEHAVIOUR = (
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    type,
-    staticmethod,
-    classmethod,
-    property,
-)
 
 
 #: What a counter's name says (``cls_counter``, ``_creation_counter``, ``_seq``,
@@ -53,13 +44,13 @@ def classify(category: str, key: str, old: object, new: object) -> str:
             return "counter"
         if (old is None or old is MISSING) and new is not MISSING:
             # Installing behaviour (a function, a class, a mock) is a patch, not a cache.
-            return "" if callable(new) or isinstance(new, _BEHAVIOUR) else "created"
+            return "" if callable(new) or issubclass(type(new), BEHAVIOUR) else "created"
     return ""
 
 
 def holds_resource(value: object) -> bool:
     """Whether a value looks like a resource (a pool, a connection, a client)."""
-    if isinstance(value, (type, types.ModuleType, *_BEHAVIOUR)) or value is None:
+    if issubclass(type(value), (type, types.ModuleType, *BEHAVIOUR)) or value is None:
         return False
     try:
         return any(callable(getattr(type(value), name, None)) for name in RESOURCE_METHODS)

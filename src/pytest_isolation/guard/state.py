@@ -86,6 +86,18 @@ def describe(value: object, where: Callable[[object], str | None] | None = None)
     return text
 
 
+#: Values that are behaviour, not data: what a patch installs.
+BEHAVIOUR = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+    staticmethod,
+    classmethod,
+    property,
+)
+
+
 def redefined(old: object, new: object) -> bool:
     """A function, class or module replaced by a new object of the same
     definition: what re-importing a module does to every name in it."""

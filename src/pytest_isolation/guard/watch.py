@@ -84,6 +84,7 @@ from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
+from pytest_isolation.guard.windows import safe_diff
 from pytest_isolation.guard.windows import same_items
 
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
@@ -501,7 +502,7 @@ class LeakGuard:
         self.values_saved = {}
         for name, value in getattr(item, "funcargs", {}).items():
             scoped = self.scoped_values.get(name)
-            if scoped is not None and scoped[1] is value and isinstance(value, CONTAINERS):
+            if scoped is not None and scoped[1] is value and issubclass(type(value), CONTAINERS):
                 self.values_saved[name] = (scoped[0], Content(value))
 
     def _fixture_value_leaks(self, window: Window) -> list[Leak]:
@@ -532,7 +533,7 @@ class LeakGuard:
 
     def _close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""
-        changed = [c for c in tier.categories if c in tier.saved and not c.unchanged(tier.saved[c])]
+        changed = [c for c in tier.categories if c in tier.saved and safe_diff(c, tier.saved[c])]
         if not changed:
             return []
         leaks: list[Leak] = []

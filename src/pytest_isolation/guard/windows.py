@@ -9,8 +9,10 @@ are theirs and not the window's leaks.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
+from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.mocks import made_by_pyfakefs
@@ -132,9 +134,9 @@ def changes(tier: Tier, saved: dict[Category, object], leaks: bool = True) -> li
     fake_filesystem = leaks and pyfakefs_alive()
     for category in tier.categories:
         before = saved.get(category)
-        if before is None or category.unchanged(before):
+        if before is None:
             continue
-        for key, old, new in category.diff(before):
+        for key, old, new in safe_diff(category, before):
             if fake_filesystem and category.name != "fakefs" and made_by_pyfakefs(old, new):
                 continue
             if category.is_leak(key, old, new):
@@ -148,10 +150,29 @@ def raw_changes(tier: Tier, saved: dict[Category, object]) -> dict[Key, Delta]:
     found: dict[Key, Delta] = {}
     for category in tier.categories:
         before = saved.get(category)
-        if before is not None and not category.unchanged(before):
-            for key, old, new in category.diff(before):
+        if before is not None:
+            for key, old, new in safe_diff(category, before):
                 found[(category, key)] = (old, new)
     return found
+
+
+def safe_diff(category: Category, saved: object) -> list[tuple[str, object, object]]:
+    """The category's changes; never an error in the test's teardown or an
+    internal error: state that cannot be compared (an object whose attribute
+    lookup raises, say) is skipped with an ``IsolationWarning``."""
+    try:
+        if category.unchanged(saved):
+            return []
+        return category.diff(saved)
+    except Exception as error:
+        warnings.warn(
+            IsolationWarning(
+                f"the leak guard could not compare {category.name!r} state and skipped it "
+                f"this time: {error!r}"
+            ),
+            stacklevel=2,
+        )
+        return []
 
 
 def same_items(old: object, new: object) -> bool:
