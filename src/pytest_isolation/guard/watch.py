@@ -286,23 +286,28 @@ class LeakGuard:
         # A patch started while the first module to import unittest.mock was
         # imported has no recorded line: the module is the site.
         module_site = self.sites.relative(str(collector.path))
-        leaks = [
-            self._leak(owner, "file", item, IMPORT_HINT, start_site(item.new) or module_site)
-            for item in found
-            if not allow.allowed(allowances, item.category.name, self._subject(item))
-        ]
+        leaks = fold_reimports(
+            [
+                (item, self._leak(owner, "file", item, IMPORT_HINT, site, routine=routine))
+                for item in found
+                if not allow.allowed(allowances, item.category.name, self._subject(item))
+                for site in (start_site(item.new) or module_site,)
+                for routine in (self._routine(item),)
+            ]
+        )
         self.seen.clear()
         escalated = False
         for leak in leaks:
-            self.log.add(leak)
-            if self.policy == "warn":
+            first = self.log.add(leak)
+            if self.policy == "warn" and first and not leak.routine:
                 try:
                     warn_on(collector, LeakedStateWarning(leak.message()))
                 except Warning:  # -W error: the file's collection fails instead
                     escalated = True
-        if leaks and (self.policy == "error" or escalated) and report.passed:
+        leaked = [leak for leak in leaks if not leak.routine]
+        if leaked and (self.policy == "error" or escalated) and report.passed:
             report.outcome = "failed"
-            report.longrepr = "\n".join(leak.message() for leak in leaks)
+            report.longrepr = "\n".join(leak.message() for leak in leaked)
         return report
 
     def _watch_test_module(self, collector: pytest.Module) -> None:
