@@ -130,6 +130,11 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
             os.environ["SLOPPY"] = "x"
             yield
 
+        @pytest.fixture(scope="module")
+        def sloppy_module():
+            os.environ["SLOPPY_MODULE"] = "x"
+            yield
+
         @pytest.fixture(scope="class")
         def tidy():
             os.environ["TIDY"] = "1"
@@ -149,17 +154,18 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
                     assert os.environ["TIDY"] == "1"
                 def test_4(self, tidy, sloppy):
                     os.environ["SLOPPY"] = "changed by the test"
-            def test_5():
+            def test_5(sloppy_module):
                 pass
-        """
+        """,
+        test_b="def test_6(): pass\n",
     )
-    result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=5, warnings=2)
+    result = run_guard(pytester, "-p", "no:randomly", "-v")
+    result.assert_outcomes(passed=6, warnings=2)
     result.stdout.fnmatch_lines(
         [
             literal(
-                "*LeakedStateWarning: fixture 'sloppy' (scope=session) leaked "
-                "os.environ['SLOPPY'] (was unset, now 'x'), at conftest.py:5*"
+                "*LeakedStateWarning: fixture 'sloppy_module' (scope=module) leaked "
+                "os.environ['SLOPPY_MODULE'] (was unset, now 'x'), at conftest.py:10*"
             ),
         ]
     )
@@ -167,6 +173,18 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
         [literal("*test_a.py::TestTidy::test_4 leaked os.environ['SLOPPY'] (was 'x', now 'chan*")]
     )
     result.stdout.fnmatch_lines(["*= isolation: 1 test and 1 fixture leaked state =*"])
+    # A session fixture finalized after the last test leaks into no test:
+    # put back, listed, not warned about.
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: routine state of 1 fixture put back "
+            "(1 left by fixtures after the last test; not leaks)",
+            literal(
+                "  [env] os.environ['SLOPPY'] (was unset, now 'x'), at conftest.py:5 "
+                "(fixture 'sloppy' (scope=session))"
+            ),
+        ]
+    )
     result.stdout.no_fnmatch_line("*test_a.py::test_1 leaked*")
     result.stdout.no_fnmatch_line("*fixture 'tidy'*leaked*")
 
@@ -465,10 +483,11 @@ def test_what_a_fixture_s_teardown_changes_is_the_fixture_s(pytester: pytest.Pyt
                 os.environ["LEFT_BY_A_TEST"] = "1"
             def test_2():
                 assert "SET_IN_TEARDOWN" not in os.environ
-        """
+        """,
+        test_b="def test_3(): pass\n",
     )
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=2, warnings=2)
+    result.assert_outcomes(passed=3, warnings=2)
     result.stdout.fnmatch_lines(
         [
             "*= isolation: 1 test and 1 fixture leaked state =*",

@@ -21,6 +21,7 @@ KIND_NOUNS = {
     "counter": "counters advanced",
     "created": "created lazily",
     "filled": "filled lazily",
+    "ended": "left by fixtures after the last test",
 }
 
 
@@ -55,26 +56,16 @@ class LeakLog:
         return sum(1 for other in same_key if other.kind == leak.kind) == 1
 
     def headline(self) -> str:
-        kinds: dict[str, int] = defaultdict(int)
-        for leaks in self.by_owner.values():
-            if any(not leak.routine for leak in leaks):
-                kinds[leaks[0].kind] += 1
-        parts = []
-        for kind in ("test", "fixture", "file"):
-            count = kinds.get(kind, 0)
-            if count:
-                parts.append(f"{count} {kind}{'s' if count != 1 else ''}")
-        if not parts:
-            return "isolation: routine state put back"
-        joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-        return f"isolation: {joined} leaked state"
+        leaks = [leak for found in self.by_owner.values() for leak in found if not leak.routine]
+        phrase = _counted(leaks)
+        return f"isolation: {phrase} leaked state" if phrase else "isolation: no leaks"
 
     def summarize(self, reporter: pytest.TerminalReporter) -> None:
         if not self.by_key:
             return
         groups = sorted(self.by_key.values(), key=lambda leaks: _key(leaks[0]))
-        leaked = [leaks for leaks in groups if not leaks[0].routine]
-        routine = [leaks for leaks in groups if leaks[0].routine]
+        leaked = [group for leaks in groups if (group := [x for x in leaks if not x.routine])]
+        routine = [group for leaks in groups if (group := [x for x in leaks if x.routine])]
         if leaked:
             reporter.write_sep("=", self.headline())
             if self.policy == "quiet":
@@ -93,7 +84,7 @@ class LeakLog:
         self, reporter: pytest.TerminalReporter, routine: list[list[Leak]]
     ) -> None:
         """One line; with ``-v``, one line per key."""
-        tests = len({leak.owner for leaks in routine for leak in leaks})
+        owners = _counted([leak for leaks in routine for leak in leaks])
         kinds: dict[str, int] = defaultdict(int)
         for leaks in routine:
             kinds[leaks[0].routine] += 1
@@ -101,8 +92,7 @@ class LeakLog:
         verbose = reporter.config.get_verbosity() > 0
         more = "" if verbose else "; -v lists them"
         reporter.write_line(
-            f"isolation: routine state of {tests} test{'s' if tests != 1 else ''} put back "
-            f"({counts}; not leaks{more})"
+            f"isolation: routine state of {owners} put back ({counts}; not leaks{more})"
         )
         if not verbose:
             return
@@ -110,7 +100,23 @@ class LeakLog:
             first = leaks[0]
             count = len({leak.owner for leak in leaks})
             many = f"{count} tests, first " if count > 1 else ""
-            reporter.write_line(f"  [{first.category}] {first.what} ({many}{first.owner})")
+            site = f", at {first.site}" if first.site else ""
+            reporter.write_line(f"  [{first.category}] {first.what}{site} ({many}{first.owner})")
+
+
+def _counted(leaks: list[Leak]) -> str:
+    """``3 tests``, ``1 test and 1 fixture``, ``2 tests, 1 fixture and 1 file``."""
+    owners: dict[str, set[str]] = defaultdict(set)
+    for leak in leaks:
+        owners[leak.kind].add(leak.owner)
+    parts = [
+        f"{len(owners[kind])} {kind}{'s' if len(owners[kind]) != 1 else ''}"
+        for kind in ("test", "fixture", "file")
+        if owners.get(kind)
+    ]
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _owners(leaks: list[Leak]) -> str:

@@ -24,6 +24,7 @@ KINDS = {
     "counter": "a counter",
     "created": "created lazily",
     "filled": "filled lazily",
+    "ended": "left by a fixture finalized after the last test",
 }
 
 #: Methods whose presence makes a value a resource (kept when created lazily).

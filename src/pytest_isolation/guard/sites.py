@@ -101,6 +101,22 @@ class Sites:
             frame = frame.f_back
         return None
 
+    def importing(self, depth: int = 1) -> bool:
+        """Whether the caller runs inside a library module's import: a
+        ``<module>`` frame among the library frames above it, before the
+        first frame of the project or its tests.  What a library's import
+        sets (forbiddenfruit replaces ``builtins.dir``) is import-time state,
+        even when a test's fixture triggered the import."""
+        frame: types.FrameType | None = sys._getframe(depth + 1)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not self.library(filename):
+                return False
+            if frame.f_code.co_name == "<module>" and not filename.startswith("<"):
+                return True
+            frame = frame.f_back
+        return False
+
     def relative(self, filename: str) -> str:
         normal = os.path.normpath(filename)
         return normal[len(self._root) :] if normal.startswith(self._root) else filename

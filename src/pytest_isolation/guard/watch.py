@@ -84,7 +84,7 @@ from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
-from pytest_isolation.guard.windows import safe_diff
+from pytest_isolation.guard.windows import safe_unchanged
 from pytest_isolation.guard.windows import same_items
 
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
@@ -155,7 +155,11 @@ class LeakGuard:
         self.pending: list[str] = []
         #: Sites of environment writes and chdir seen in the open window.
         self.seen: Seen = {}
+        #: Keys a library's import set in the open window (import-time state).
+        self.imported: set[tuple[str, str]] = set()
         self.listening = False
+        #: In the teardown of the last test (of the run, or of a file's process).
+        self.last_teardown = False
         self.imports = imports.ImportWatch(self.watch.project_origin)
         self._outer: tuple[Any, Any, Any, Any] | None = None
 
@@ -203,12 +207,16 @@ class LeakGuard:
     def _module_written(self, module: types.ModuleType, name: str) -> None:
         if not self.listening:
             return
+        key = ("attribute", f"{module.__name__}.{name}")
         try:  # inside the test's own setattr: never raise into it
+            if self.sites.importing():
+                self.imported.add(key)
+                return
             site = self.sites.caller()
         except Exception:
             return
         if site:
-            self.seen[("attribute", f"{module.__name__}.{name}")] = site
+            self.seen[key] = site
 
     def _heard(self, event: str, args: tuple[Any, ...]) -> None:
         if event in PROCESS_EVENTS:
@@ -217,9 +225,13 @@ class LeakGuard:
             return
         elif event in ENV_EVENTS:
             if args and args[0] not in _CURRENT_TEST:
+                key = ("env", text(args[0]))
+                if self.sites.importing():
+                    self.imported.add(key)
+                    return
                 site = self.sites.caller()
                 if site:
-                    self.seen[("env", text(args[0]))] = site
+                    self.seen[key] = site
         elif event in CWD_EVENTS:
             site = self.sites.caller()
             if site:
@@ -345,6 +357,7 @@ class LeakGuard:
             self._start_file(item)
         self.leftovers.start()
         self.seen.clear()
+        self.imported.clear()
         self.window = Window(item.nodeid, "test", allowances)
         self.listening = True
         self.imports.listening = True
@@ -382,6 +395,7 @@ class LeakGuard:
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, None, None]:
         __tracebackhide__ = True  # a leak error shows the test, not the guard
+        self.last_teardown = nextitem is None
         for patch in active_patches():  # what the test patched is watched per test from now on
             self.watch.add_patched(target_of(patch))
         value_leaks = []  # before the fixtures' own teardown, which may change them
@@ -481,6 +495,10 @@ class LeakGuard:
             if not allow.allowed(self.allowances, item.category.name, self._subject(item))
         ]
         leaks = self._restore(owner, "fixture", found, {**seen, **self.seen})
+        if self.last_teardown:
+            # Finalized after the last test (of the run, or of the file's
+            # process): no test can see what it left; put back, not warned.
+            leaks = [dataclasses.replace(leak, routine=leak.routine or "ended") for leak in leaks]
         escalated = self._settle(leaks, request.node)
         if pre_teardown is not None:
             released = {
@@ -538,7 +556,9 @@ class LeakGuard:
 
     def _close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""
-        changed = [c for c in tier.categories if c in tier.saved and safe_diff(c, tier.saved[c])]
+        changed = [
+            c for c in tier.categories if c in tier.saved and not safe_unchanged(c, tier.saved[c])
+        ]
         if not changed:
             return []
         leaks: list[Leak] = []
@@ -548,6 +568,7 @@ class LeakGuard:
                 item
                 for item in changes(Tier(group), tier.saved)
                 if not window.excused((item.category, item.key), item.old, item.new)
+                and (item.category.name, item.key) not in self.imported
                 and not allow.allowed(window.allowances, item.category.name, self._subject(item))
             ]
             leaks += self._restore(window.owner, window.kind, found)

@@ -156,6 +156,15 @@ def raw_changes(tier: Tier, saved: dict[Category, object]) -> dict[Key, Delta]:
     return found
 
 
+def safe_unchanged(category: Category, saved: object) -> bool:
+    """``category.unchanged(saved)``; a comparison that fails counts as changed
+    (the diff then reports or skips it, see :func:`safe_diff`)."""
+    try:
+        return category.unchanged(saved)
+    except Exception:
+        return False
+
+
 def safe_diff(category: Category, saved: object) -> list[tuple[str, object, object]]:
     """The category's changes; never an error in the test's teardown or an
     internal error: state that cannot be compared (an object whose attribute
