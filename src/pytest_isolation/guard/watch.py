@@ -265,6 +265,7 @@ class LeakGuard:
             return report
         self._refresh_watch()
         before = self.tier.take()
+        self.imported.clear()
         self.listening = True
         try:
             report = yield
@@ -275,7 +276,7 @@ class LeakGuard:
         found = [
             item
             for item in changes(self.tier, before)
-            if not pytest_path_insert(item, collector.path)
+            if not pytest_path_insert(item, collector.path) and not self._library_set(item)
         ]
         self.tier.saved.clear()  # the tests of this file start from what the import left
         owner = f"{collector.nodeid} (at import)"
@@ -321,6 +322,17 @@ class LeakGuard:
             report.outcome = "failed"
             report.longrepr = "\n".join(leak.message() for leak in leaked)
         return report
+
+    def _library_set(self, item: Found) -> bool:
+        """At import: a function or class of an installed library put in
+        place, or a key a library's module code set (werkzeug's debugger sets
+        ``sys.displayhook`` when imported): that library's import-time setup,
+        not the test module's."""
+        if (item.category.name, item.key) in self.imported:
+            return True
+        code = getattr(item.new, "__code__", None)
+        filename = getattr(code, "co_filename", None)
+        return isinstance(filename, str) and self.sites.library(filename)
 
     def _watch_test_module(self, collector: pytest.Module) -> None:
         module = collector.obj
