@@ -155,7 +155,7 @@ class LeakGuard:
         self.pending: list[str] = []
         #: Sites of environment writes and chdir seen in the open window.
         self.seen: Seen = {}
-        #: Keys a library's import set in the open window (import-time state).
+        #: Keys a library's import set during the current file (import-time state).
         self.imported: set[tuple[str, str]] = set()
         self.listening = False
         #: In the teardown of the last test (of the run, or of a file's process).
@@ -369,7 +369,6 @@ class LeakGuard:
             self._start_file(item)
         self.leftovers.start()
         self.seen.clear()
-        self.imported.clear()
         self.window = Window(item.nodeid, "test", allowances)
         self.listening = True
         self.imports.listening = True
@@ -437,6 +436,7 @@ class LeakGuard:
         if self.file_window is not None and (nextitem is None or nextitem.path != item.path):
             file_window, self.file_window = self.file_window, None
             leaks = self._close(file_window, self.file_tier)
+            self.imported.clear()
             for leak in leaks:
                 owner = self.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
