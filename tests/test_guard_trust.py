@@ -4,7 +4,10 @@ file-mode child (the ``mode`` fixture)."""
 
 from __future__ import annotations
 
+import sysconfig
 import textwrap
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -385,3 +388,49 @@ def test_hostile_objects_never_break_the_guard(
     result.assert_outcomes(passed=3)
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
     result.stdout.no_fnmatch_line("*could not compare*")
+
+
+@pytest.fixture
+def installed_library() -> Iterator[str]:
+    """A module in this interpreter's site-packages whose import replaces
+    ``json.dumps`` (as forbiddenfruit replaces ``builtins.dir``); removed after."""
+    name = f"isolation_fake_library_{uuid.uuid4().hex[:8]}"
+    path = Path(sysconfig.get_paths()["purelib"], f"{name}.py")
+    path.write_text(
+        "import json\n_real = json.dumps\n"
+        "def dumps(*args, **kwargs):\n    return _real(*args, **kwargs)\n"
+        "json.dumps = dumps\n"
+    )
+    try:
+        yield name
+    finally:
+        path.unlink()
+
+
+def test_what_a_library_s_import_sets_during_a_test_is_import_time_state(
+    pytester: pytest.Pytester, mode: tuple[str, ...], installed_library: str
+) -> None:
+    """A fixture that imports a library lazily (anyio's blockbuster fixture
+    imports forbiddenfruit): what the library's import sets is not the
+    first test's leak, neither per test nor at the file's end."""
+    pytester.makeconftest(
+        f"""
+        import pytest
+        @pytest.fixture(autouse=True)
+        def uses_the_library():
+            import {installed_library}
+            yield
+        """
+    )
+    pytester.makepyfile(
+        test_a="def test_1(): pass\ndef test_2(): pass\n",
+        test_b="""
+        import json
+        def test_3():
+            json.loads = lambda *args, **kwargs: None
+        """,
+    )
+    result = run(pytester, mode, "-W", "error::pytest_isolation.LeakedStateWarning")
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(["*test_3*leaked json.loads*"])
+    result.stdout.no_fnmatch_line("*json.dumps*")
