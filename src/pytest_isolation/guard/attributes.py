@@ -9,9 +9,9 @@ classes replaced there (library data changes lazily and is not a test's doing).
 
 from __future__ import annotations
 
-import ast
 import logging
 import os
+import re
 import sys
 import types
 from collections.abc import Iterable
@@ -454,47 +454,35 @@ def _logger_classes() -> list[type]:
     return found
 
 
+_DOTTED = r"[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)+"
+#: ``a.b.c = ...``, ``a.b.c += ...``, ``a.b.c: T = ...`` at the start of a
+#: statement (a line, or after ``def f():`` or ``;``).
+_ASSIGNED = re.compile(
+    rf"(?:^|[:;])[ \t]*({_DOTTED})\s*(?::[^=\n]*)?(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", re.M
+)
+#: ``setattr(a.b, ...)``, ``delattr(a, ...)``, ``del a.b.c``.
+_SET_OR_DELETED = re.compile(
+    rf"\b(?:setattr|delattr)\(\s*([A-Za-z_][\w.]*)\s*,|\bdel\s+({_DOTTED})"
+)
+
+
 def assigned_chains(source: str) -> list[tuple[str, ...]]:
     """The dotted owners a module's code assigns or deletes attributes of:
-    ``a.b.c = 1`` gives ``("a", "b")``; ``setattr(a.b, "c", 1)`` too."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
+    ``a.b.c = 1`` gives ``("a", "b")``; ``setattr(a.b, "c", 1)`` gives
+    ``("a", "b")``.  Found by a textual scan (an ``ast`` walk of every test
+    module cost seconds on large suites); what it finds is only a candidate,
+    resolved against the module's globals."""
     chains: set[tuple[str, ...]] = set()
-    for node in ast.walk(tree):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, ast.Delete):
-            targets = node.targets
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("setattr", "delattr")
-            and node.args
-        ):
-            chain = _dotted(node.args[0])
-            if chain:
-                chains.add(chain)
-        for target in targets:
-            if isinstance(target, ast.Attribute):
-                chain = _dotted(target.value)
-                if chain:
-                    chains.add(chain)
-    return sorted(chains)
-
-
-def _dotted(node: ast.expr) -> tuple[str, ...] | None:
-    names: list[str] = []
-    while isinstance(node, ast.Attribute):
-        names.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id in ("self", "cls"):
-        return None
-    return (node.id, *reversed(names))
+    for match in _ASSIGNED.finditer(source):
+        names = [name.strip() for name in match.group(1).split(".")]
+        chains.add(tuple(names[:-1]))
+    for match in _SET_OR_DELETED.finditer(source):
+        if match.group(1):
+            chains.add(tuple(match.group(1).split(".")))
+        else:
+            names = [name.strip() for name in match.group(2).split(".")]
+            chains.add(tuple(names[:-1]))
+    return sorted(chain for chain in chains if chain and chain[0] not in ("self", "cls"))
 
 
 def _classes_of(name: str, module: types.ModuleType) -> Iterable[Space]:

@@ -278,7 +278,7 @@ class LeakGuard:
             for item in changes(self.tier, before)
             if not pytest_path_insert(item, collector.path) and not self._library_set(item)
         ]
-        self.tier.saved.clear()  # the tests of this file start from what the import left
+        self.tier.rebase()  # the tests of this file start from what the import left
         owner = f"{collector.nodeid} (at import)"
         try:
             allowances = (*self.allowances, *allow.of_node(collector))
@@ -350,7 +350,7 @@ class LeakGuard:
             self.attributes.spaces = self.watch.per_test()
             self.containers.spaces = [*self.watch.project.values(), *self.watch.classes]
             self.containers.constants = list(self.watch.test_modules.values())
-            self.tier.forget(self.attributes)
+            self.tier.renew(self.attributes)  # reuses what is still current
             self.tier.forget(self.containers)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before any fixture of the test

@@ -46,7 +46,26 @@ class Tier:
                 self.saved[category] = category.snapshot()
 
     def take(self) -> dict[Category, object]:
-        return {category: category.snapshot() for category in self.categories}
+        """A snapshot of every category as the state is now, for a window
+        that opens inside another: the saved snapshot where the state still
+        matches it, otherwise a new one reusing what is still current.  The
+        saved snapshots (the open window's baseline) are left as they are."""
+        now: dict[Category, object] = {}
+        for category in self.categories:
+            saved = self.saved.get(category)
+            if saved is not None and safe_unchanged(category, saved):
+                now[category] = saved
+                continue
+            resnapshot = getattr(category, "resnapshot", None)
+            if saved is not None and resnapshot is not None:
+                now[category] = resnapshot(saved)
+            else:
+                now[category] = category.snapshot()
+        return now
+
+    def rebase(self) -> None:
+        """Make the saved snapshots match the state now (after an import)."""
+        self.saved = self.take()
 
     def renew(self, category: Category) -> None:
         """Snapshot again, reusing what is still current where the category can."""
