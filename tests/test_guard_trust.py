@@ -434,3 +434,39 @@ def test_what_a_library_s_import_sets_during_a_test_is_import_time_state(
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*test_3*leaked json.loads*"])
     result.stdout.no_fnmatch_line("*json.dumps*")
+
+
+def test_a_warning_at_import_names_the_same_file(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A project module imported inside a test gets a watching loader; a
+    warning its import raises with ``stacklevel=2`` still names the importer
+    (jsonschema's ``test_import_cli`` checks the file of its warning)."""
+    write(
+        pytester.path,
+        {
+            "proj/__init__.py": "",
+            "proj/old.py": """
+                import warnings
+                warnings.warn("proj.old is deprecated", DeprecationWarning, stacklevel=2)
+                LEVEL = 1
+            """,
+        },
+    )
+    pytester.makepyfile(
+        test_old="""
+        import importlib
+        import pytest
+        def test_import_warns():
+            with pytest.warns(DeprecationWarning) as first:
+                import proj.old
+            assert first[0].filename == __file__
+            with pytest.warns(DeprecationWarning) as again:
+                importlib.reload(proj.old)
+            assert again[0].filename == importlib.__file__
+        """
+    )
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT)
+    plain.assert_outcomes(passed=1)
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=1)

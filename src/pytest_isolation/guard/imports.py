@@ -75,13 +75,30 @@ def _find_after(
     return None
 
 
-def _exec_and_tell(cls: type) -> Callable[[Any, types.ModuleType], None]:
-    def exec_module(self: Any, module: types.ModuleType) -> None:
-        cls.exec_module(self, module)  # type: ignore[attr-defined]
-        if _loaded is not None:
-            _loaded(module)
+#: The wrapper's code claims a file name with ``importlib`` and ``_bootstrap``
+#: in it: the warnings machinery skips such frames when it applies a
+#: ``stacklevel`` (CPython's private ``_is_internal_frame``, in C and in
+#: ``warnings.py``), so a module that warns at import with ``stacklevel=2``
+#: names the same file as without the guard (jsonschema's suite checks it).
+#: ``tests/test_guard_trust.py::test_a_warning_at_import_names_the_same_file``
+#: fails loudly if that stops being so.
+INTERNAL_FILENAME = "<pytest_isolation: importlib._bootstrap stand-in>"
+_WRAPPER = """
+def exec_module(self, module):
+    real(self, module)
+    tell(module)
+"""
 
-    return exec_module
+
+def _tell(module: types.ModuleType) -> None:
+    if _loaded is not None:
+        _loaded(module)
+
+
+def _exec_and_tell(cls: type) -> Callable[[Any, types.ModuleType], None]:
+    namespace: dict[str, Any] = {"real": cls.exec_module, "tell": _tell}  # type: ignore[attr-defined]
+    exec(compile(_WRAPPER, INTERNAL_FILENAME, "exec"), namespace)
+    return namespace["exec_module"]  # type: ignore[no-any-return]
 
 
 def _watched(loader: object) -> object | None:
