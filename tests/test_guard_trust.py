@@ -259,7 +259,7 @@ def test_a_re_import_is_one_line(pytester: pytest.Pytester, mode: tuple[str, ...
         {
             "proj/__init__.py": "",
             "proj/big.py": "".join(f"def f{n}(): return {n}\n" for n in range(20))
-            + "class C:\n    pass\n",
+            + "class C:\n    pass\n\nPARSER = C()\n",
         },
     )
     pytester.makepyfile(
@@ -277,8 +277,8 @@ def test_a_re_import_is_one_line(pytester: pytest.Pytester, mode: tuple[str, ...
     result.assert_outcomes(passed=2, warnings=2)
     result.stdout.fnmatch_lines(
         [
-            "*test_reloads leaked proj.big re-imported: 21 of its functions and classes are new "
-            "objects of the same definitions (C, f0, f1, f10, f11 and 16 more); import it once*",
+            "*test_reloads leaked proj.big re-imported: 22 of its names are new "
+            "objects of the same definitions (C, PARSER, f0, f1, f10 and 17 more); import it once*",
             "*test_fresh_import leaked sys.modules: 1 module re-imported (proj.big);"
             " import it once*",
         ],

@@ -760,19 +760,27 @@ def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
 def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
     """One leak per re-imported module instead of one per name in it: a test
     that re-imports a module rebinds every function and class to a new object
-    of the same definition, and replaces the module in ``sys.modules``."""
+    of the same definition (and makes its module-level objects anew), and
+    replaces the module in ``sys.modules``."""
+    reimported = {
+        _module_of(item)
+        for item, _ in leaks
+        if item.category.name == "attribute"
+        and not isinstance(item.old, types.ModuleType)
+        and redefined(item.old, item.new)
+    }
     kept: list[Leak] = []
     modules: dict[str, list[tuple[str, Leak]]] = {}
     for item, leak in leaks:
-        if not redefined(item.old, item.new):
-            kept.append(leak)
-        elif isinstance(item.old, types.ModuleType):  # in sys.modules, or on its package
+        if isinstance(item.old, types.ModuleType) and redefined(item.old, item.new):
+            # in sys.modules, or on its package
             modules.setdefault("", []).append((item.old.__name__, leak))
-        elif item.category.name == "attribute":
-            where = getattr(item.category, "where", {}).get(item.key, (None, ""))[0]
-            module = getattr(where, "__name__", "") if isinstance(where, types.ModuleType) else ""
-            module = module or str(getattr(where, "__module__", "") or item.key.rpartition(".")[0])
-            modules.setdefault(module, []).append((item.key.rpartition(".")[2], leak))
+        elif (
+            item.category.name == "attribute"
+            and _module_of(item) in reimported
+            and (redefined(item.old, item.new) or _same_kind(item.old, item.new))
+        ):
+            modules.setdefault(_module_of(item), []).append((item.key.rpartition(".")[2], leak))
         else:
             kept.append(leak)
     for module, found in modules.items():
@@ -781,8 +789,8 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         if module:
             what = (
-                f"{module} re-imported: {len(names)} of its functions and classes are new "
-                f"objects of the same definitions ({shown})"
+                f"{module} re-imported: {len(names)} of its names are new objects of the "
+                f"same definitions ({shown})"
             )
             key = module
         else:
@@ -794,3 +802,20 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
             dataclasses.replace(first, category=category, key=key, what=what, hint=REIMPORT_HINT)
         )
     return kept
+
+
+def _same_kind(old: object, new: object) -> bool:
+    """Objects of one class, or of a class and its re-definition (not plain
+    values: an int that differs after a re-import was set to differ)."""
+    if isinstance(old, (str, bytes, int, float, complex, tuple, frozenset, type(None))):
+        return False
+    a, b = type(old), type(new)
+    return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
+def _module_of(item: Found) -> str:
+    """The name of the module whose namespace (or whose class's) a key is in."""
+    where = getattr(item.category, "where", {}).get(item.key, (None, ""))[0]
+    if isinstance(where, types.ModuleType):
+        return where.__name__
+    return str(getattr(where, "__module__", "") or item.key.rpartition(".")[0])
