@@ -461,8 +461,16 @@ DEEP = """
         state._client = object()
 
     def test_zz_clean_afterwards(shared):
-        assert state.REGISTRY == {} and state.Service.hooks == [] and not state.QUEUE
         assert shared == ["seed"] and logging.getLogger("app").handlers == []
+"""
+
+#: Routine state (filled or created lazily) is shared by a file's tests and
+#: put back when the file ends.
+DEEP_NEXT_FILE = """
+    import app.state as state
+
+    def test_next_file_starts_clean():
+        assert state.REGISTRY == {} and state.Service.hooks == [] and not state.QUEUE
         assert state._client is None
 """
 
@@ -478,9 +486,9 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
         "import collections, logging\nREGISTRY = {}\nQUEUE = collections.deque()\n"
         "_client = None\nlogging.getLogger('app')\nclass Service:\n    hooks = []\n"
     )
-    pytester.makepyfile(test_deep=DEEP)
+    pytester.makepyfile(test_deep=DEEP, test_next=DEEP_NEXT_FILE)
     default = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", "-v", timeout=TIMEOUT)
-    default.assert_outcomes(passed=6, failed=1, warnings=1)
+    default.assert_outcomes(passed=7, failed=1, warnings=1)
     default.stdout.fnmatch_lines(
         [literal("E       AssertionError: assert (['seed', 'more'] == ['seed']*")]
     )
@@ -500,7 +508,7 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
     deep = pytester.runpytest_subprocess(
         *mode, "-p", "no:randomly", "--isolation-leaks-deep", timeout=TIMEOUT
     )
-    deep.assert_outcomes(passed=7, warnings=2)
+    deep.assert_outcomes(passed=8, warnings=2)
     deep.stdout.fnmatch_lines(
         [
             "*test_fixture_value leaked the value of fixture 'shared' (scope=module), mutated in "

@@ -87,6 +87,8 @@ from pytest_isolation.guard.windows import raw_changes
 from pytest_isolation.guard.windows import safe_unchanged
 from pytest_isolation.guard.windows import same_items
 
+#: Routine kinds put back at the file's end rather than after each test.
+DEFERRED = frozenset({"created", "filled"})
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
 MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"})
 #: Patchers are stopped first: that puts back everything they changed.
@@ -155,6 +157,8 @@ class LeakGuard:
         self.pending: list[str] = []
         #: Sites of environment writes and chdir seen in the open window.
         self.seen: Seen = {}
+        #: Routine state created or filled lazily in this file: its value before.
+        self.deferred: dict[tuple[Category, str], object] = {}
         #: Keys a library's import set during the current file (import-time state).
         self.imported: set[tuple[str, str]] = set()
         self.listening = False
@@ -437,6 +441,7 @@ class LeakGuard:
             file_window, self.file_window = self.file_window, None
             leaks = self._close(file_window, self.file_tier)
             self.imported.clear()
+            self._put_back_deferred()
             for leak in leaks:
                 owner = self.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
@@ -620,6 +625,11 @@ class LeakGuard:
             routine = self._routine(item)
             keep = routine == "created" and holds_resource(item.new)
             put_back = not via and not keep and item.category.name != "mock"
+            if put_back and kind == "test" and routine in DEFERRED:
+                # Shared by the file's tests, as the project builds it; put
+                # back when the file ends (rebuilding after every test costs).
+                self.deferred.setdefault((item.category, item.key), item.old)
+                put_back = False
             closed = put_back and is_closed(item.old)
             if put_back and not closed:
                 try:
@@ -639,6 +649,19 @@ class LeakGuard:
                 leak = dataclasses.replace(leak, what=what, site=site, hint=MONKEYPATCH_HINT)
             leaks.append((item, leak))
         return fold_reimports(leaks)
+
+    def _put_back_deferred(self) -> None:
+        """At a file's end: routine state its tests created or filled lazily
+        goes back to how it was before the file (the next file starts from
+        the state the imports left)."""
+        deferred, self.deferred = self.deferred, {}
+        for (category, key), old in deferred.items():
+            try:
+                category.restore(key, old)
+            except Exception:  # reported as routine already; nothing to warn about
+                continue
+        for category in {category for category, _ in deferred}:
+            self.tier.renew(category)
 
     def _routine(self, item: Found) -> str:
         if isinstance(item.old, Content) and isinstance(item.new, Content):
