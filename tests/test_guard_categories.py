@@ -470,7 +470,7 @@ DEEP_NEXT_FILE = """
     import app.state as state
 
     def test_next_file_starts_clean():
-        assert state.REGISTRY == {} and state.Service.hooks == [] and not state.QUEUE
+        assert state.REGISTRY == {} and not state.QUEUE
         assert state._client is None
 """
 
@@ -478,9 +478,9 @@ DEEP_NEXT_FILE = """
 def test_containers_and_logger_handlers_and_the_deep_tier(
     pytester: pytest.Pytester, mode: tuple[str, ...]
 ) -> None:
-    """The default tier puts back containers filled in place (routine state)
-    and reports a named logger's new handler; the deep tier adds the values
-    of higher-scoped fixtures."""
+    """The default tier puts back module-level containers filled in place
+    (routine state) and reports a named logger's new handler; the deep tier
+    adds class-level containers and the values of higher-scoped fixtures."""
     pytester.mkpydir("app")
     pytester.path.joinpath("app", "state.py").write_text(
         "import collections, logging\nREGISTRY = {}\nQUEUE = collections.deque()\n"
@@ -496,22 +496,24 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
         [
             "*test_logger_handler leaked the handlers/filters of logger 'app' "
             "(was none, now handlers [[]<NullHandler (NOTSET)>], 0 filter(s))*",
-            "isolation: routine state of 4 tests put back (1 created lazily, 3 filled lazily*",
+            "isolation: routine state of 3 tests put back (1 created lazily, 2 filled lazily*",
             "  [[]attribute] app.state._client, created lazily (now <object *",
             "  [[]container] app.state.QUEUE (mutated in place), filled lazily (added 1)*",
             "  [[]container] app.state.REGISTRY (mutated in place), filled lazily (added 'x')*",
-            "  [[]container] app.state.Service.hooks (mutated in place), filled lazily (added <*",
         ],
         consecutive=False,
     )
+    default.stdout.no_fnmatch_line("*Service.hooks*")  # class-level: the deep tier's
 
     deep = pytester.runpytest_subprocess(
-        *mode, "-p", "no:randomly", "--isolation-leaks-deep", timeout=TIMEOUT
+        *mode, "-p", "no:randomly", "--isolation-leaks-deep", "-v", timeout=TIMEOUT
     )
     deep.assert_outcomes(passed=8, warnings=2)
     deep.stdout.fnmatch_lines(
         [
             "*test_fixture_value leaked the value of fixture 'shared' (scope=module), mutated in "
             "place (was list of 1 item, now list of 2 items)*",
-        ]
+            "  [[]container] app.state.Service.hooks (mutated in place), filled lazily (added <*",
+        ],
+        consecutive=False,
     )

@@ -193,7 +193,15 @@ class Attributes:
 
     def restore(self, key: str, old: object) -> None:
         owner, name = self.where[key]
-        if old is MISSING:
+        if not isinstance(owner, (type, types.ModuleType)):
+            # An object: its own __dict__, never its __setattr__/__delattr__
+            # (Django's LazySettings would delete the setting itself).
+            namespace = vars(owner)
+            if old is MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = old
+        elif old is MISSING:
             if name in vars(owner):
                 delattr(owner, name)
         else:

@@ -37,16 +37,35 @@ RESOURCE_METHODS = ("close", "shutdown", "stop", "terminate", "disconnect", "dis
 COUNTER_NAME = re.compile(r"count|seq|serial|next|index|idx|total|hits|calls|tick|num", re.I)
 
 
-def classify(category: str, key: str, old: object, new: object) -> str:
+def classify(category: str, key: str, old: object, new: object, owner: object = None) -> str:
     """The routine kind of ``old -> new`` (see :data:`KINDS`), or ``""`` for a leak."""
     if category == "attribute":
         name = key.rpartition(".")[2]
         if type(old) is int and type(new) is int and new > old and COUNTER_NAME.search(name):
             return "counter"
         if (old is None or old is MISSING) and new is not MISSING:
-            # Installing behaviour (a function, a class, a mock) is a patch, not a cache.
-            return "" if callable(new) or issubclass(type(new), BEHAVIOUR) else "created"
+            behaviour = callable(new) or issubclass(type(new), BEHAVIOUR)
+            # Installing behaviour (a function, a class, a mock) is a patch,
+            # unless the owner's own package loads it lazily (pygments.lexers'
+            # module __getattr__, Django REST framework's api_settings), or
+            # an object caches it on itself.
+            if not behaviour or lazily_loaded(owner, new):
+                return "created"
     return ""
+
+
+def lazily_loaded(owner: object, value: object) -> bool:
+    """An object caching an attribute on itself, or a module or class given a
+    function or class of its own top-level package."""
+    if owner is None:
+        return False
+    if not isinstance(owner, (type, types.ModuleType)):
+        return True
+    if not isinstance(value, (type, types.FunctionType)):
+        return False
+    home = owner.__name__ if isinstance(owner, types.ModuleType) else owner.__module__
+    defined = getattr(value, "__module__", None)
+    return isinstance(defined, str) and defined.partition(".")[0] == home.partition(".")[0]
 
 
 def holds_resource(value: object) -> bool:

@@ -352,7 +352,10 @@ class LeakGuard:
     def _refresh_watch(self) -> None:
         if self.watch.refresh():
             self.attributes.spaces = self.watch.per_test()
-            self.containers.spaces = [*self.watch.project.values(), *self.watch.classes]
+            # Class-level containers only in the deep tier: comparing every
+            # class's dicts after every test cost pygments' suite minutes.
+            classes = self.watch.classes if self.deep else []
+            self.containers.spaces = [*self.watch.project.values(), *classes]
             self.containers.constants = list(self.watch.test_modules.values())
             self.tier.renew(self.attributes)  # reuses what is still current
             self.tier.forget(self.containers)
@@ -610,10 +613,10 @@ class LeakGuard:
         }
         stop_patches([item.new for item in found if item.category.name == "mock"])
         undone = set()
-        candidates = [
+        candidates = [  # a heap scan: only for what could be a MonkeyPatch's leak
             (item.category.name, item.key, item.old)
             for item in found
-            if item.category.name in MONKEYPATCHABLE
+            if item.category.name in MONKEYPATCHABLE and not self._routine(item)
         ]
         if candidates:
             for patcher in forgotten_monkeypatches(candidates):
@@ -671,7 +674,7 @@ class LeakGuard:
         owner = getattr(item.category, "where", {}).get(item.key, (None,))[0]
         if isinstance(owner, types.ModuleType) and owner.__name__ in COMMON_STDLIB:
             return ""  # os.SEEK_SET = 5 is no counter
-        return classify(item.category.name, item.key, item.old, item.new)
+        return classify(item.category.name, item.key, item.old, item.new, owner)
 
     def _subject(self, item: Found) -> str:
         subject = getattr(item.category, "subject", None)
