@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import types
 import warnings
 from collections.abc import Generator
@@ -334,8 +335,20 @@ class LeakGuard:
         not the test module's."""
         if (item.category.name, item.key) in self.imported:
             return True
+        if item.category.name == "import" and item.key in ("sys.meta_path", "sys.path_hooks"):
+            # six appends its importer to sys.meta_path when it is imported
+            old, new = getattr(item.old, "items", ()), getattr(item.new, "items", ())
+            added = [x for x in new if not any(x is y for y in old)]
+            kept = all(any(x is y for y in new) for x in old)
+            return kept and bool(added) and all(self._library_object(x) for x in added)
         code = getattr(item.new, "__code__", None)
         filename = getattr(code, "co_filename", None)
+        return isinstance(filename, str) and self.sites.library(filename)
+
+    def _library_object(self, value: object) -> bool:
+        """An object (or class) defined by an installed library."""
+        kind = value if isinstance(value, type) else type(value)
+        filename = getattr(sys.modules.get(kind.__module__), "__file__", None)
         return isinstance(filename, str) and self.sites.library(filename)
 
     def _watch_test_module(self, collector: pytest.Module) -> None:
