@@ -473,3 +473,26 @@ def test_a_warning_at_import_names_the_same_file(
     plain.assert_outcomes(passed=1)
     result = run(pytester, mode)
     result.assert_outcomes(passed=1)
+
+
+def test_a_blanket_error_filter_does_not_fail_a_leak(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """``filterwarnings = error`` (click's, anyio's, attrs' suites have it)
+    turns every other warning into an error, not the guard's; naming the
+    guard's warning does."""
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
+    pytester.makepyfile(
+        test_a="""
+        import logging, warnings
+        def test_new_logger():
+            logging.getLogger("made_by_the_test").setLevel(logging.DEBUG)
+        def test_other_warnings_still_fail():
+            warnings.warn("boom", UserWarning)
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=1, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*test_new_logger leaked logger 'made_by_the_test'*"])
+    named = run(pytester, mode, "-W", "error::pytest_isolation.LeakedStateWarning")
+    named.assert_outcomes(passed=1, failed=1, errors=1)

@@ -162,15 +162,16 @@ class Attributes:
                 continue
             skipped = SKIPPED.get(space.prefix, frozenset())
             live = dict(space.live)
-            # An object's attribute going away is a cache dropped (Django's
-            # settings, a cached_property reset), not a leak; a module's or
+            # An object's attribute appearing or going away is a cache filled
+            # or dropped (Django's settings, DRF's api_settings, which lists
+            # what it cached, a cached_property), not a leak; a module's or
             # class's is.
             instance = not isinstance(space.owner, (type, types.ModuleType))
             for name in space.copy.keys() | live.keys():
                 if name in skipped or (name.startswith("__") and name.endswith("__")):
                     continue
                 old, new = space.copy.get(name, MISSING), live.get(name, MISSING)
-                if instance and new is MISSING:
+                if instance and (new is MISSING or old is MISSING):
                     continue
                 if not same(old, new) and not self.cleaned_up(space.owner, name, new):
                     key = f"{space.prefix}.{name}"

@@ -27,6 +27,7 @@ import pytest
 
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import imports
@@ -788,12 +789,36 @@ _LEFTOVER_HINT = {
 def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
     """``node.warn(warning)``, also for an item without a line number (a
     non-Python collector's, such as pygments' snippet files), which pytest's
-    ``Node.warn`` refuses with an ``AssertionError``."""
+    ``Node.warn`` refuses with an ``AssertionError``.
+
+    A blanket ``error`` filter (``filterwarnings = error``, ``-W error``)
+    does not make a leak an error: the guard is on wherever the plugin is
+    installed, and a suite that turns all warnings into errors did not ask
+    for its leaks to fail.  The warning is still shown.  A filter that names
+    ``LeakedStateWarning`` or ``IsolationWarning`` is obeyed, and
+    ``--isolation-leaks=error`` fails the test."""
     __tracebackhide__ = True
-    if isinstance(node, pytest.Item) and node.location[1] is None:
-        warnings.warn_explicit(warning, type(warning), str(node.path), 0)
-    else:
-        node.warn(warning)
+    with warnings.catch_warnings():
+        if _blanket_error(warning):
+            warnings.simplefilter("always", type(warning))
+        if isinstance(node, pytest.Item) and node.location[1] is None:
+            warnings.warn_explicit(warning, type(warning), str(node.path), 0)
+        else:
+            node.warn(warning)
+
+
+def _blanket_error(warning: Warning) -> bool:
+    """Whether the filter that decides ``warning`` is an ``error`` filter for
+    warnings in general rather than for this plugin's."""
+    text = str(warning)
+    for action, message, category, _module, _line in warnings.filters:
+        if not issubclass(type(warning), category):
+            continue
+        if message is not None and not message.match(text):
+            continue
+        named = isinstance(category, type) and issubclass(category, IsolationWarning)
+        return action == "error" and not named
+    return False
 
 
 def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
