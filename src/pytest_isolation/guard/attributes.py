@@ -335,10 +335,7 @@ class Watchlist:
             self._project_types[module_name] = known
         if not known:
             return False
-        try:
-            return isinstance(vars(value), dict)
-        except Exception:  # no __dict__, or one that cannot be read
-            return False
+        return _has_dict(value)
 
     def watch_assigned(self, module: types.ModuleType, source: str) -> None:
         """What a test module assigns attributes of (``mock.MagicMock.content
@@ -441,9 +438,15 @@ def _resolve(namespace: dict[str, object], chain: tuple[str, ...]) -> object:
 
 
 def _has_dict(value: object) -> bool:
+    """An object whose ``__dict__`` is its own state: not one whose class
+    computes attributes on demand (``__getattr__``) and caches them there,
+    such as Django's ``LazySettings`` or Django REST framework's
+    ``api_settings`` (restoring such a cache corrupts it)."""
+    if getattr(type(value), "__getattr__", None) is not None:
+        return False
     try:
         return isinstance(vars(value), dict)
-    except Exception:
+    except Exception:  # no __dict__, or one that cannot be read
         return False
 
 
