@@ -496,3 +496,19 @@ def test_a_blanket_error_filter_does_not_fail_a_leak(
     result.stdout.fnmatch_lines(["*test_new_logger leaked logger 'made_by_the_test'*"])
     named = run(pytester, mode, "-W", "error::pytest_isolation.LeakedStateWarning")
     named.assert_outcomes(passed=1, failed=1, errors=1)
+
+
+def test_a_test_module_that_is_not_a_module_is_no_internal_error(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A test module that replaces itself in ``sys.modules`` with an object
+    without a ``__dict__`` (pygments' suite has a collector whose ``obj`` is
+    no module): the same outcome as without the guard."""
+    pytester.makepyfile(
+        test_weird="import sys\ndef test_x(): pass\nclass Slots:\n    __slots__ = ()\n"
+        "sys.modules[__name__] = Slots()\n"
+    )
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT)
+    result = run(pytester, mode)
+    assert result.parseoutcomes().get("errors") == plain.parseoutcomes().get("errors") == 1
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")

@@ -353,13 +353,18 @@ class LeakGuard:
         return isinstance(filename, str) and self.sites.library(filename)
 
     def _watch_test_module(self, collector: pytest.Module) -> None:
-        module = collector.obj
-        self.watch.add_test_module(module)
+        """Watch an imported test module's constants and what it assigns.
+        Never an error: a ``pytest.Module`` subclass's ``obj`` may be anything
+        (pygments' snippet collectors)."""
         try:
+            module = collector.obj
+            if not isinstance(module, types.ModuleType):
+                return
+            self.watch.add_test_module(module)
             source = collector.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            self.watch.watch_assigned(module, source)
+        except Exception:
             return
-        self.watch.watch_assigned(module, source)
 
     # -- per test ------------------------------------------------------------
 
