@@ -641,12 +641,17 @@ class LeakGuard:
             for patcher in forgotten_monkeypatches(candidates):
                 undone |= {(category, key) for category, key, _ in monkeypatch_records(patcher)}
                 patcher.undo()
+        reimported = _reimported_modules(found)
         for item in found:
             hint = item.category.hint
             via = (item.category.name, item.key) in undone
             routine = self._routine(item)
             keep = routine == "created" and holds_resource(item.new)
-            put_back = not via and not keep and item.category.name != "mock"
+            # A re-import is reported, never undone: code elsewhere already
+            # holds the new classes (Django REST framework's api_settings
+            # resolved its filter backends to them), and old and new would mix.
+            reimport = _part_of_reimport(item, reimported)
+            put_back = not via and not keep and not reimport and item.category.name != "mock"
             if put_back and kind == "test" and routine in DEFERRED:
                 # Shared by the file's tests, as the project builds it; put
                 # back when the file ends (rebuilding after every test costs).
@@ -662,6 +667,8 @@ class LeakGuard:
             if keep:
                 what = f"{leak.what}, kept: it holds a resource"
                 leak = dataclasses.replace(leak, what=what, restored=False)
+            elif reimport:
+                leak = dataclasses.replace(leak, restored=False)
             elif closed:
                 what = f"{leak.what}; the old value is closed, so it was not put back"
                 leak = dataclasses.replace(leak, what=what, restored=False)
@@ -831,24 +838,14 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
     that re-imports a module rebinds every function and class to a new object
     of the same definition (and makes its module-level objects anew), and
     replaces the module in ``sys.modules``."""
-    reimported = {
-        _module_of(item)
-        for item, _ in leaks
-        if item.category.name == "attribute"
-        and not isinstance(item.old, types.ModuleType)
-        and redefined(item.old, item.new)
-    }
+    reimported = _reimported_modules([item for item, _ in leaks])
     kept: list[Leak] = []
     modules: dict[str, list[tuple[str, Leak]]] = {}
     for item, leak in leaks:
         if isinstance(item.old, types.ModuleType) and redefined(item.old, item.new):
             # in sys.modules, or on its package
             modules.setdefault("", []).append((item.old.__name__, leak))
-        elif (
-            item.category.name == "attribute"
-            and _module_of(item) in reimported
-            and (redefined(item.old, item.new) or _same_kind(item.old, item.new))
-        ):
+        elif _part_of_reimport(item, reimported):
             modules.setdefault(_module_of(item), []).append((item.key.rpartition(".")[2], leak))
         else:
             kept.append(leak)
@@ -871,6 +868,29 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
             dataclasses.replace(first, category=category, key=key, what=what, hint=REIMPORT_HINT)
         )
     return kept
+
+
+def _reimported_modules(found: list[Found]) -> set[str]:
+    """Modules of which a function or class is a new object of the same definition."""
+    return {
+        _module_of(item)
+        for item in found
+        if item.category.name == "attribute"
+        and not isinstance(item.old, types.ModuleType)
+        and redefined(item.old, item.new)
+    }
+
+
+def _part_of_reimport(item: Found, reimported: set[str]) -> bool:
+    """A module re-imported (in ``sys.modules`` or on its package), or a name
+    of a re-imported module that its re-import made anew."""
+    if isinstance(item.old, types.ModuleType):
+        return redefined(item.old, item.new)
+    return (
+        item.category.name == "attribute"
+        and _module_of(item) in reimported
+        and (redefined(item.old, item.new) or _same_kind(item.old, item.new))
+    )
 
 
 def _same_kind(old: object, new: object) -> bool:
