@@ -513,3 +513,23 @@ def test_a_test_module_that_is_not_a_module_is_no_internal_error(
     result = run(pytester, mode)
     assert result.parseoutcomes().get("errors") == plain.parseoutcomes().get("errors") == 1
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_a_test_module_s_own_class_is_the_file_s_business(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A test class whose attributes a test sets for a later test of the file
+    (as Django's test cases keep clients and signal records on the class)."""
+    pytester.makepyfile(
+        test_a="""
+        class Recorder:
+            seen = {}
+        def test_1():
+            Recorder.seen = {"x": 1}
+        def test_2():
+            assert Recorder.seen == {"x": 1}
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
