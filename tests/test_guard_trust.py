@@ -533,3 +533,27 @@ def test_a_test_module_s_own_class_is_the_file_s_business(
     result = run(pytester, mode)
     result.assert_outcomes(passed=2)
     result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+
+
+def test_a_lambda_set_again_by_each_test_is_no_re_import(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    write(
+        pytester.path, {"proj/__init__.py": "", "proj/throttle.py": "class T:\n    timer = None\n"}
+    )
+    pytester.makepyfile(
+        test_t="""
+        import pytest
+        from proj.throttle import T
+        def set_timer():
+            T.timer = lambda: 0
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_sets(n):
+            set_timer()
+            T.timer = lambda: n
+        """
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(["*test_sets[[]1] leaked proj.throttle.T.timer (was None, now <*"])
+    result.stdout.no_fnmatch_line("*re-imported*")

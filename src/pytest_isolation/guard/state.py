@@ -112,6 +112,8 @@ def redefined(old: object, new: object) -> bool:
         return False
     if (old.__module__, old.__qualname__) != (new.__module__, new.__qualname__):  # type: ignore[attr-defined]
         return False
+    if "<locals>" in old.__qualname__:  # a lambda or closure made again by one line: no re-import
+        return False
     if isinstance(old, types.FunctionType):
         code, other = old.__code__, new.__code__  # type: ignore[attr-defined]
         return (code.co_filename, code.co_firstlineno) == (other.co_filename, other.co_firstlineno)
