@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pytest_isolation.filemode import junit
 from pytest_isolation.filemode.child import _detach_terminal
 
 
@@ -19,12 +20,11 @@ def test_detached_terminal_keeps_the_terminal_writer(pytester: pytest.Pytester) 
 
 
 def test_junit_s_writer_is_under_xml_key(pytester: pytest.Pytester) -> None:
-    """:mod:`filemode.junit` finds junit's writer under ``xml_key`` and calls
-    ``add_global_property``, ``node_reporter(nodeid).add_attribute`` and ``family``."""
-    from _pytest.junitxml import xml_key
-
+    """:mod:`filemode.junit` finds junit's writer under ``xml_key`` (through
+    its one fenced import, ``_xml_key``) and calls ``add_global_property``,
+    ``node_reporter(nodeid).add_attribute`` and ``family``."""
     config = pytester.parseconfigure(f"--junitxml={pytester.path / 'out.xml'}")
-    writer = config.stash[xml_key]
+    writer = config.stash[junit._xml_key()]
     assert config.pluginmanager.is_registered(writer)
     assert callable(writer.add_global_property)
     assert callable(writer.node_reporter("test_a.py::test_x").add_attribute)

@@ -26,8 +26,13 @@ Record = Callable[[str, str, str, str], None]
 
 
 def _xml_key() -> Any:
-    """The one place this module touches pytest's private junit module: the
-    writer has no public handle (fenced by tests/test_child.py)."""
+    """The one place this module touches pytest's private junit module.
+
+    Private pytest detail, unavoidable: junit's writer (``LogXML``), which
+    ``record_testsuite_property`` and ``record_xml_attribute`` reach, is kept
+    only under the stash key ``_pytest.junitxml.xml_key``; pytest has no
+    public handle to it.  ``tests/test_child.py::test_junit_s_writer_is_under_xml_key``
+    fails loudly if the key or the writer's methods change."""
     from _pytest.junitxml import xml_key
 
     return xml_key

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pytest_isolation.guard.attributes import Space
@@ -35,6 +36,18 @@ def items_of(container: Any) -> tuple[object, ...]:
         if issubclass(kind, base):
             return tuple(base.__iter__(container))
     return tuple(container)
+
+
+def _containers_in(
+    spaces: list[Space], watched: Callable[[str], bool] = lambda name: not name.startswith("__")
+) -> dict[str, Content]:
+    """The containers bound in these namespaces, by ``prefix.name``."""
+    return {
+        f"{prefix}.{name}": Content(value)
+        for prefix, owner in spaces
+        for name, value in list(vars(owner).items())
+        if issubclass(type(value), CONTAINERS) and watched(name)
+    }
 
 
 def restore_content(container: Any, items: tuple[object, ...]) -> None:
@@ -72,24 +85,25 @@ class Content:
     def __hash__(self) -> int:
         return id(self.container)
 
+    def _pairs(self) -> dict[Any, object]:
+        """A dict's content as a plain dict (the items hold keys, then values)."""
+        return dict(zip(self.items[: self.size], self.items[self.size :], strict=True))
+
     def keeps(self, old: Content) -> bool:
         """Whether every item of ``old`` is still here, unchanged (by identity)."""
         if isinstance(self.container, dict):
-            now = dict(zip(self.items[: self.size], self.items[self.size :], strict=True))
-            pairs = zip(old.items[: old.size], old.items[old.size :], strict=True)
-            return all(key in now and now[key] is value for key, value in pairs)
+            now = self._pairs()
+            return all(key in now and now[key] is value for key, value in old._pairs().items())
         ids = {id(item) for item in self.items}
         return all(id(item) in ids for item in old.items)
 
     def grew_from(self, old: Content) -> bool:
-        """Only gained items, keeping the old ones: a cache or registry filled."""
+        """Only gained items, keeping the old ones: a cache or registry filled
+        (a list or deque: appended to, its old items still first)."""
         if self.container is not old.container or self.size <= old.size:
             return False
         if isinstance(self.container, dict):
-            half, old_half = self.size, old.size
-            now = dict(zip(self.items[:half], self.items[half:], strict=True))
-            pairs = zip(old.items[:old_half], old.items[old_half:], strict=True)
-            return all(key in now and now[key] is value for key, value in pairs)
+            return self.keeps(old)
         if isinstance(self.container, set):
             return set(old.items) <= set(self.items)
         return all(a is b for a, b in zip(old.items, self.items, strict=False))
@@ -97,8 +111,7 @@ class Content:
     def plain(self) -> object:
         """The content as a plain dict, list or set, for messages."""
         if isinstance(self.container, dict):
-            half = len(self.items) // 2
-            return dict(zip(self.items[:half], self.items[half:], strict=True))
+            return self._pairs()
         if isinstance(self.container, set):
             return set(self.items)
         return list(self.items)
@@ -124,20 +137,13 @@ class Containers:
         self.at_import: dict[str, Content] = {}
 
     def _read(self) -> dict[str, Content]:
-        found = {}
-        for prefix, owner in self.spaces:
-            for name, value in list(vars(owner).items()):
-                if issubclass(type(value), CONTAINERS) and not name.startswith("__"):
-                    found[f"{prefix}.{name}"] = Content(value)
-        for prefix, owner in self.constants:
-            for name, value in list(vars(owner).items()):
-                if issubclass(type(value), CONTAINERS) and name.isupper():
-                    key = f"{prefix}.{name}"
-                    found[key] = content = Content(value)
-                    first = self.at_import.get(key)
-                    if first is None or first.container is not value:
-                        self.at_import[key] = content
-        return found
+        found = _containers_in(self.spaces)
+        constants = _containers_in(self.constants, lambda name: name.isupper())
+        for key, content in constants.items():
+            first = self.at_import.get(key)
+            if first is None or first.container is not content.container:
+                self.at_import[key] = content
+        return {**found, **constants}
 
     def snapshot(self) -> object:
         return self._read()
@@ -145,10 +151,8 @@ class Containers:
     def adopt(self, saved: object, spaces: list[Space]) -> None:
         """Add the containers of namespaces that did not exist at the snapshot."""
         if isinstance(saved, dict):
-            for prefix, owner in spaces:
-                for name, value in list(vars(owner).items()):
-                    if issubclass(type(value), CONTAINERS) and not name.startswith("__"):
-                        saved.setdefault(f"{prefix}.{name}", Content(value))
+            for key, content in _containers_in(spaces).items():
+                saved.setdefault(key, content)
 
     def unchanged(self, saved: object) -> bool:
         assert isinstance(saved, dict)

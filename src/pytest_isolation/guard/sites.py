@@ -90,32 +90,27 @@ class Sites:
 
     def caller(self, depth: int = 1) -> str | None:
         """The first frame outside the stdlib, site-packages, pytest and this plugin."""
+        return self.locate(depth + 1)[0]
+
+    def locate(self, depth: int = 1) -> tuple[str | None, bool]:
+        """In one walk up the stack: the caller's site (see :meth:`caller`),
+        and whether it runs inside a library module's import, a ``<module>``
+        frame among the library frames before that site.  What a library's
+        import sets (forbiddenfruit replaces ``builtins.dir``) is import-time
+        state, even when a test's fixture triggered the import; its site is
+        then ``None``."""
         frame: types.FrameType | None = sys._getframe(depth + 1)
         through_monkeypatch = False
         while frame is not None:
             filename = frame.f_code.co_filename
             if not self.library(filename):
                 site = f"{self.relative(filename)}:{frame.f_lineno}"
-                return site + BY_MONKEYPATCH if through_monkeypatch else site
+                return (site + BY_MONKEYPATCH if through_monkeypatch else site), False
+            if frame.f_code.co_name == "<module>" and not filename.startswith("<"):
+                return None, True
             through_monkeypatch = through_monkeypatch or filename.endswith(_MONKEYPATCH_FILE)
             frame = frame.f_back
-        return None
-
-    def importing(self, depth: int = 1) -> bool:
-        """Whether the caller runs inside a library module's import: a
-        ``<module>`` frame among the library frames above it, before the
-        first frame of the project or its tests.  What a library's import
-        sets (forbiddenfruit replaces ``builtins.dir``) is import-time state,
-        even when a test's fixture triggered the import."""
-        frame: types.FrameType | None = sys._getframe(depth + 1)
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if not self.library(filename):
-                return False
-            if frame.f_code.co_name == "<module>" and not filename.startswith("<"):
-                return True
-            frame = frame.f_back
-        return False
+        return None, False
 
     def relative(self, filename: str) -> str:
         normal = os.path.normpath(filename)

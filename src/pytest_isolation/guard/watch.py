@@ -215,13 +215,12 @@ class LeakGuard:
             return
         key = ("attribute", f"{module.__name__}.{name}")
         try:  # inside the test's own setattr: never raise into it
-            if self.sites.importing():
-                self.imported.add(key)
-                return
-            site = self.sites.caller()
+            site, importing = self.sites.locate()
         except Exception:
             return
-        if site:
+        if importing:
+            self.imported.add(key)
+        elif site:
             self.seen[key] = site
 
     def _heard(self, event: str, args: tuple[Any, ...]) -> None:
@@ -232,11 +231,10 @@ class LeakGuard:
         elif event in ENV_EVENTS:
             if args and args[0] not in _CURRENT_TEST:
                 key = ("env", text(args[0]))
-                if self.sites.importing():
+                site, importing = self.sites.locate()
+                if importing:
                     self.imported.add(key)
-                    return
-                site = self.sites.caller()
-                if site:
+                elif site:
                     self.seen[key] = site
         elif event in CWD_EVENTS:
             site = self.sites.caller()
@@ -632,20 +630,20 @@ class LeakGuard:
         }
         stop_patches([item.new for item in found if item.category.name == "mock"])
         undone = set()
+        routines = [self._routine(item) for item in found]
         candidates = [  # a heap scan: only for what could be a MonkeyPatch's leak
             (item.category.name, item.key, item.old)
-            for item in found
-            if item.category.name in MONKEYPATCHABLE and not self._routine(item)
+            for item, routine in zip(found, routines, strict=True)
+            if item.category.name in MONKEYPATCHABLE and not routine
         ]
         if candidates:
             for patcher in forgotten_monkeypatches(candidates):
                 undone |= {(category, key) for category, key, _ in monkeypatch_records(patcher)}
                 patcher.undo()
         reimported = _reimported_modules(found)
-        for item in found:
+        for item, routine in zip(found, routines, strict=True):
             hint = item.category.hint
             via = (item.category.name, item.key) in undone
-            routine = self._routine(item)
             keep = routine == "created" and holds_resource(item.new)
             # A re-import is reported, never undone: code elsewhere already
             # holds the new classes (Django REST framework's api_settings
