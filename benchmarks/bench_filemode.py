@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -165,6 +166,14 @@ class RunFailed(Exception):
 class Outcome:
     seconds: float
     stderr_first_line: str | None  # first non-empty stderr line, if any stderr was written
+    #: User + system CPU time of the run and its children (what the VM's
+    #: steal time and scheduling delays do not inflate).
+    cpu_seconds: float = 0.0
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -198,8 +207,9 @@ def _end_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
 def run_pytest(
     cmd: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float, expect_passed: int
 ) -> Outcome:
-    """Run one pytest command; check exit code and summary line; return its wall time."""
-    start = time.perf_counter()
+    """Run one pytest command; check exit code and summary line; return its wall
+    and CPU time."""
+    start, cpu_start = time.perf_counter(), _children_cpu()
     proc = subprocess.Popen(
         list(cmd),
         cwd=cwd,
@@ -220,6 +230,7 @@ def run_pytest(
             f"--- stdout tail\n{_tail(stdout)}\n--- stderr tail\n{_tail(stderr)}"
         ) from None
     seconds = time.perf_counter() - start
+    cpu_seconds = _children_cpu() - cpu_start
     counts = parse_summary(stdout)
     problems = []
     if proc.returncode != 0:
@@ -240,7 +251,7 @@ def run_pytest(
             f"--- stdout tail\n{_tail(stdout)}\n--- stderr tail\n{_tail(stderr)}"
         )
     first = next((line for line in stderr.splitlines() if line.strip()), None)
-    return Outcome(seconds, first)
+    return Outcome(seconds, first, cpu_seconds)
 
 
 def run_mode(
@@ -443,6 +454,28 @@ def build_env() -> tuple[dict[str, str], list[str]]:
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     removed = [name for name in SCRUBBED_ENV if env.pop(name, None) is not None]
     return env, removed
+
+
+def byte_compile_plugin(python: str, env: dict[str, str]) -> str:
+    """Byte-compile the plugin's package the way ``pip install`` does, and
+    return where it is.
+
+    This machine sets ``PYTHONDONTWRITEBYTECODE=1``, so an editable install
+    never gets ``__pycache__`` files and every run would compile the plugin
+    from source (tens of milliseconds, a cost no installed copy pays); the
+    runs themselves keep ``PYTHONDONTWRITEBYTECODE=1`` (no ``.pyc`` files in
+    the generated suites), and Python still reads existing ones.
+    """
+    code = (
+        "import compileall, os, pytest_isolation; "
+        "path = os.path.dirname(pytest_isolation.__file__); "
+        "assert compileall.compile_dir(path, quiet=1), path; "
+        "print(path)"
+    )
+    ok, where = _probe(python, env, code)
+    if not ok:
+        raise RunFailed(f"byte-compiling the plugin failed: {where}")
+    return where
 
 
 def collect_meta(python: str, env: dict[str, str], removed: list[str]) -> dict[str, Any]:

@@ -33,9 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench_filemode import REPO_DIR
+from bench_filemode import Outcome
 from bench_filemode import RunFailed
 from bench_filemode import Suite
 from bench_filemode import build_env
+from bench_filemode import byte_compile_plugin
 from bench_filemode import collect_meta
 from bench_filemode import generate
 from bench_filemode import run_pytest
@@ -194,14 +196,66 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.3f}"
 
 
+def _clock_section(title: str, times: dict[str, list[float]], runs: int, tests: int) -> list[str]:
+    """One clock's table of runs, its per-round ratios and the summary lines."""
+    off = statistics.median(times["off"])
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        "| mode | pytest options | median s | runs s | median / median(off) |",
+        "|---|---|---:|---|---:|",
+    ]
+    for mode, values in times.items():
+        opts = " ".join([*PYTEST_ARGS, *MODES[mode]])
+        each = ", ".join(f"{t:.2f}" for t in values)
+        median = statistics.median(values)
+        lines.append(f"| {mode} | `{opts}` | {median:.2f} | {each} | {_ratio(median, off)} |")
+    lines += [
+        "",
+        "Per round (each mode's run against the `off` run of the same round):",
+        "",
+        "| round | off s | warn s | deep s | warn/off | deep/off |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    per_round = {
+        mode: [t / o for t, o in zip(times[mode], times["off"], strict=True)] for mode in GUARDED
+    }
+    for i in range(runs):
+        lines.append(
+            f"| {i + 1} | {times['off'][i]:.2f} | {times['warn'][i]:.2f} | {times['deep'][i]:.2f} "
+            f"| {per_round['warn'][i]:.3f} | {per_round['deep'][i]:.3f} |"
+        )
+    lines += [
+        f"| median | | | | {statistics.median(per_round['warn']):.3f} "
+        f"| {statistics.median(per_round['deep']):.3f} |",
+        "",
+    ]
+    for mode in GUARDED:
+        median = statistics.median(times[mode])
+        lines.append(
+            f"- {mode}/off: ratio of medians {_ratio(median, off)}, median of per-round ratios "
+            f"{statistics.median(per_round[mode]):.3f}; "
+            f"(median({mode}) - median(off)) / tests = {1e6 * (median - off) / tests:+.0f} "
+            "µs/test (includes the guard's fixed start-up cost)"
+        )
+    return lines
+
+
+#: The clocks each run is timed by, as the report names them.
+CLOCKS = {
+    "wall": "Wall clock",
+    "cpu": "CPU time (user + system of the run and its children)",
+}
+
+
 def render(
     args: argparse.Namespace,
     meta: dict[str, object],
     suite: Suite,
-    wall: dict[str, list[float]],
+    clocks: dict[str, dict[str, list[float]]],
     hooks: dict[str, list[HookTimes]],
 ) -> str:
-    off = statistics.median(wall["off"])
     py = meta["python_version"]
     lines = [
         "# pytest-isolation leak-guard benchmark",
@@ -213,49 +267,15 @@ def render(
         f"- platform: {meta['platform']}",
         f"- machine: {meta['cpu_count']} cores (usable {meta['cpu_affinity']}), shared VM: "
         "noisy, treat differences of a few percent as noise",
-        "- environment of the runs: PYTHONDONTWRITEBYTECODE=1, PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+        "- environment of the runs: PYTHONDONTWRITEBYTECODE=1, PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; "
+        f"the plugin byte-compiled first, as an installed copy is ({meta['compiled']})",
         f"- suite: {suite.description} ({suite.tests} tests), generated in a temporary directory",
         f"- {args.runs} interleaved round(s) (off, warn, deep; the order rotates every round) "
-        f"after {args.warmup} untimed warm-up round(s); wall clock of each subprocess",
-        "",
-        "## Wall clock",
-        "",
-        "| mode | pytest options | median s | runs s | median / median(off) |",
-        "|---|---|---:|---|---:|",
+        f"after {args.warmup} untimed warm-up round(s); each subprocess timed by the wall "
+        "clock and by its CPU time",
     ]
-    for mode, times in wall.items():
-        opts = " ".join([*PYTEST_ARGS, *MODES[mode]])
-        runs = ", ".join(f"{t:.2f}" for t in times)
-        median = statistics.median(times)
-        lines.append(f"| {mode} | `{opts}` | {median:.2f} | {runs} | {_ratio(median, off)} |")
-    lines += [
-        "",
-        "Per round (each mode's run against the `off` run of the same round):",
-        "",
-        "| round | off s | warn s | deep s | warn/off | deep/off |",
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
-    per_round = {
-        mode: [t / o for t, o in zip(wall[mode], wall["off"], strict=True)] for mode in GUARDED
-    }
-    for i in range(args.runs):
-        lines.append(
-            f"| {i + 1} | {wall['off'][i]:.2f} | {wall['warn'][i]:.2f} | {wall['deep'][i]:.2f} "
-            f"| {per_round['warn'][i]:.3f} | {per_round['deep'][i]:.3f} |"
-        )
-    lines += [
-        f"| median | | | | {statistics.median(per_round['warn']):.3f} "
-        f"| {statistics.median(per_round['deep']):.3f} |",
-        "",
-    ]
-    for mode in GUARDED:
-        median = statistics.median(wall[mode])
-        lines.append(
-            f"- {mode}/off: ratio of medians {_ratio(median, off)}, median of per-round ratios "
-            f"{statistics.median(per_round[mode]):.3f}; "
-            f"(median({mode}) - median(off)) / tests = {1e6 * (median - off) / suite.tests:+.0f} "
-            "µs/test (includes the guard's fixed start-up cost)"
-        )
+    for clock, title in CLOCKS.items():
+        lines += _clock_section(title, clocks[clock], args.runs, suite.tests)
     lines += [
         "",
         "## Guard hooks in-process",
@@ -315,7 +335,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def bench(
     args: argparse.Namespace, env: dict[str, str], tmp: Path
-) -> tuple[Suite, dict[str, list[float]], dict[str, list[HookTimes]]]:
+) -> tuple[Suite, dict[str, dict[str, list[float]]], dict[str, list[HookTimes]]]:
     suite = Suite(
         "guard",
         args.files,
@@ -328,22 +348,26 @@ def bench(
     driver.write_text(DRIVER)
     _progress(f"generated {suite.files} files / {suite.tests} tests in {root}")
 
-    def wall_run(mode: str) -> float:
+    def timed_run(mode: str) -> Outcome:
         cmd = pytest_cmd(args.python, mode, root)
-        return run_pytest(
-            cmd, cwd=root, env=env, timeout=args.timeout, expect_passed=suite.tests
-        ).seconds
+        return run_pytest(cmd, cwd=root, env=env, timeout=args.timeout, expect_passed=suite.tests)
 
     for i in range(args.warmup):
         for mode in MODES:
-            _progress(f"warm-up {i + 1}/{args.warmup} {mode:<4} {wall_run(mode):6.2f}s")
+            _progress(f"warm-up {i + 1}/{args.warmup} {mode:<4} {timed_run(mode).seconds:6.2f}s")
     wall: dict[str, list[float]] = {mode: [] for mode in MODES}
+    cpu: dict[str, list[float]] = {mode: [] for mode in MODES}
     modes = list(MODES)
     for i in range(args.runs):
         # Rotate the order each round, so no mode always runs first or last.
         for mode in modes[i % len(modes) :] + modes[: i % len(modes)]:
-            wall[mode].append(wall_run(mode))
-            _progress(f"wall  {i + 1}/{args.runs} {mode:<4} {wall[mode][-1]:6.2f}s")
+            outcome = timed_run(mode)
+            wall[mode].append(outcome.seconds)
+            cpu[mode].append(outcome.cpu_seconds)
+            _progress(
+                f"run   {i + 1}/{args.runs} {mode:<4} wall {outcome.seconds:6.2f}s "
+                f"cpu {outcome.cpu_seconds:6.2f}s"
+            )
     hooks: dict[str, list[HookTimes]] = {mode: [] for mode in GUARDED}
     for i in range(args.runs):
         for mode in GUARDED:
@@ -355,7 +379,7 @@ def bench(
                 f"hooks {i + 1}/{args.runs} {mode:<4} setup {h.setup_us:6.1f} "
                 f"teardown {h.teardown_us:6.1f} µs/test"
             )
-    return suite, wall, hooks
+    return suite, {"wall": wall, "cpu": cpu}, hooks
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -365,11 +389,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = collect_meta(args.python, env, removed)
     with tempfile.TemporaryDirectory(prefix="bench_guard-") as tmp:
         try:
-            suite, wall, hooks = bench(args, env, Path(tmp))
+            meta["compiled"] = byte_compile_plugin(args.python, env)
+            suite, clocks, hooks = bench(args, env, Path(tmp))
         except RunFailed as exc:
             _progress(f"FAILED: {exc}")
             return 1
-    report = render(args, meta, suite, wall, hooks)
+    report = render(args, meta, suite, clocks, hooks)
     args.output.write_text(report)
     print(report, end="")
     _progress(f"written to {args.output}")

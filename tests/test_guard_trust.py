@@ -231,6 +231,56 @@ def test_a_counter_advanced_by_every_test_is_one_line_and_no_warning(
     ]
 
 
+LEXERS = {
+    "lexers/__init__.py": """
+        class LexerMeta(type):
+            def __call__(cls, *args, **kwargs):
+                cls._all_tokens = {}  # pygments' RegexLexerMeta, with token variants
+                return type.__call__(cls, *args, **kwargs)
+        class Lexer(metaclass=LexerMeta):
+            _all_tokens = {}
+            def __init__(self, level="basic"):
+                self.tokens = self._all_tokens.setdefault(level, [level.upper()])
+        class Registry:
+            PLUGINS = {}
+        """,
+}
+
+
+def test_a_private_cache_rebuilt_is_routine_and_a_public_one_a_leak(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    write(pytester.path, LEXERS)
+    pytester.makepyfile(
+        test_lexers="""
+        import pytest
+        from lexers import Lexer, Registry
+        @pytest.mark.parametrize("level", ["basic", "full", "none"])
+        def test_lexes(level):
+            assert Lexer(level).tokens == [level.upper()]
+        def test_resets_the_registry():
+            Registry.PLUGINS = {"fake": object()}
+        def test_registry_is_clean():
+            assert Registry.PLUGINS == {}
+        """,
+        test_zz_after="""
+        from lexers import Lexer
+        def test_cache_put_back_after_the_file():
+            assert Lexer._all_tokens == {}
+        """,
+    )
+    result = run(pytester, mode, "-v")
+    result.assert_outcomes(passed=6, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_resets_the_registry leaked lexers.Registry.PLUGINS*",
+            "*routine state of 3 tests put back (1 private caches rebuilt; not leaks)*",
+            "  [[]attribute[]] lexers.Lexer._all_tokens * (3 tests, first *test_lexes[[]basic[]])",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*leaked lexers.Lexer._all_tokens*")
+
+
 def test_one_warning_per_key_and_the_summary_counts_the_tests(
     pytester: pytest.Pytester, mode: tuple[str, ...]
 ) -> None:

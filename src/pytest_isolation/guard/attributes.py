@@ -62,7 +62,7 @@ Space = tuple[str, object]
 
 class _Saved:
     """One namespace's dict at snapshot time: a live view, its values as a
-    tuple (for the fast compare) and a copy (for the diff).  A tracked stdlib
+    list (for the fast compare) and a copy (for the diff).  A tracked stdlib
     module is compared by its write count instead (see :mod:`.tracked`)."""
 
     __slots__ = ("copy", "live", "owner", "owner_id", "prefix", "values", "version")
@@ -74,13 +74,13 @@ class _Saved:
         self.version = tracked.version(owner) if by_version else None
         self.live = vars(owner)
         self.copy = dict(self.live)
-        self.values = tuple(self.copy.values())
+        self.values = list(self.copy.values())
 
     def unchanged(self) -> bool:
         if self.version is not None:
             return tracked.version(self.owner) == self.version
         try:
-            return len(self.live) == len(self.values) and tuple(self.live.values()) == self.values
+            return len(self.live) == len(self.values) and list(self.live.values()) == self.values
         except Exception:  # an item's __eq__ failed: it was replaced
             return False
 
@@ -132,16 +132,26 @@ class Attributes:
     def resnapshot(self, previous: object) -> object:
         """A snapshot that reuses the parts of ``previous`` still current."""
         assert isinstance(previous, list)
-        current = {id(saved.owner): saved for saved in previous if saved.unchanged()}
-        return [
-            current.get(id(owner)) or self._saved(prefix, owner) for prefix, owner in self.spaces
-        ]
+        return self._reusing([saved for saved in previous if saved.unchanged()])
 
     def extend(self, previous: object) -> object:
         """``previous`` (known to be current) plus namespaces added since."""
         assert isinstance(previous, list)
-        known = {id(saved.owner): saved for saved in previous}
-        return [known.get(id(owner)) or self._saved(prefix, owner) for prefix, owner in self.spaces]
+        return self._reusing(previous)
+
+    def _reusing(self, known: list[_Saved]) -> list[_Saved]:
+        """A snapshot of the spaces, taking each namespace's part from
+        ``known`` where it is there.  Matched by prefix and identity, not by
+        ``id()``: each ``id()`` call raises an audit event, which the guard's
+        own audit hook makes a Python call, for every module at every file."""
+        by_prefix = {saved.prefix: saved for saved in known}
+        snapshot = []
+        for prefix, owner in self.spaces:
+            saved = by_prefix.get(prefix)
+            snapshot.append(
+                saved if saved is not None and saved.owner is owner else self._saved(prefix, owner)
+            )
+        return snapshot
 
     def unchanged(self, saved: object) -> bool:
         assert isinstance(saved, list)
@@ -150,7 +160,8 @@ class Attributes:
             if space.version is not None:
                 if versions.get(space.owner_id) != space.version:
                     return False
-            elif not space.unchanged():
+            # A value whose ``==`` raises: Tier.changed checks again with care.
+            elif len(space.live) != len(space.values) or list(space.live.values()) != space.values:
                 return False
         return True
 
@@ -385,12 +396,15 @@ class Watchlist:
     def _every_module(self) -> list[Space]:
         # Per-test modules are compared already, except a tracked module's
         # write that bypassed setattr (vars(os)[...] = ...): scan those too.
-        watched = {id(owner) for _, owner in self.per_test() if tracked.version(owner) is None}
+        # By name and identity, not id(): see Attributes._reusing.
+        watched = {
+            prefix: owner for prefix, owner in self.per_test() if tracked.version(owner) is None
+        }
         return [
             (name, module)
             for name, module in list(sys.modules.items())
             if isinstance(module, types.ModuleType)
-            and id(module) not in watched
+            and watched.get(name) is not module
             and name.partition(".")[0] not in self.plugin_packages
             and not self._is_test_file(module)
         ]

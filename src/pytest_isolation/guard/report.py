@@ -4,7 +4,7 @@ A leak (:class:`pytest_isolation.core.records.Leak`) holds only strings, so a
 file-mode child can send it to the parent, whose summary lists the leaks of
 every file.  The summary names each leaked key once, with the first test
 that changed it and how many did; routine state (counters, lazily created
-and lazily filled state) gets one line, and with ``-v`` one line per key.
+and lazily filled state, private caches rebuilt) gets one line, and with ``-v`` one line per key.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ KIND_NOUNS = {
     "counter": "counters advanced",
     "created": "created lazily",
     "filled": "filled lazily",
+    "rebuilt": "private caches rebuilt",
     "ended": "left by fixtures after the last test",
 }
 

@@ -3,7 +3,9 @@
 A test that advances a counter (attrs' ``_CountingAttr.cls_counter``, Django
 REST framework's ``Field._creation_counter``, a factory's sequence), creates
 something lazily (a cache, a singleton: ``_instance = None`` then an object)
-or fills a cache lazily has not done anything wrong; the next test should
+fills a cache lazily, or rebuilds a private cache as a new container
+(pygments' lexers make ``cls._all_tokens = {}`` again whenever one is
+instantiated) has not done anything wrong; the next test should
 still see the state of before.  So the guard puts such state back after
 every test, as it does a leak, but never warns or fails for it, and the
 summary lists each key once.  A lazily created object that holds a resource
@@ -24,6 +26,7 @@ KINDS = {
     "counter": "a counter",
     "created": "created lazily",
     "filled": "filled lazily",
+    "rebuilt": "a private cache rebuilt",
     "ended": "left by a fixture finalized after the last test",
 }
 
@@ -51,7 +54,18 @@ def classify(category: str, key: str, old: object, new: object, owner: object = 
             # an object caches it on itself.
             if not behaviour or lazily_loaded(owner, new):
                 return "created"
+        if private(name) and type(old) is type(new) and type(old) in CACHES and old is not new:
+            return "rebuilt"
     return ""
+
+
+#: The containers a private cache is rebuilt as.
+CACHES = (dict, list, set)
+
+
+def private(name: str) -> bool:
+    """``_name``: an implementation detail, not a dunder."""
+    return name.startswith("_") and not name.startswith("__")
 
 
 def lazily_loaded(owner: object, value: object) -> bool:

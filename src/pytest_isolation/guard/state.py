@@ -240,7 +240,7 @@ class Slots(Flat):
         return self.values()
 
     def unchanged(self, saved: object) -> bool:
-        return equal(self.values(), saved)
+        return bool(self.values() == saved)
 
     def diff(self, saved: object) -> list[Change]:
         assert isinstance(saved, list)

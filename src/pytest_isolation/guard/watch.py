@@ -86,11 +86,10 @@ from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
-from pytest_isolation.guard.windows import safe_unchanged
 from pytest_isolation.guard.windows import same_items
 
 #: Routine kinds put back at the file's end rather than after each test.
-DEFERRED = frozenset({"created", "filled"})
+DEFERRED = frozenset({"created", "filled", "rebuilt"})
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
 MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"})
 #: Patchers are stopped first: that puts back everything they changed.
@@ -389,7 +388,7 @@ class LeakGuard:
             self.tier.saved.clear()
         self._refresh_watch()
         self.tier.ensure()
-        if not self.contained and item.path != self.file_path:
+        if not self.contained and item.path is not self.file_path and item.path != self.file_path:
             self._start_file(item)
         self.leftovers.start()
         self.seen.clear()
@@ -457,7 +456,9 @@ class LeakGuard:
                 if not allow.allowed(window.allowances, category, key)
             ]
             escalated += self._settle(leaks, item)
-        if self.file_window is not None and (nextitem is None or nextitem.path != item.path):
+        if self.file_window is not None and (
+            nextitem is None or (nextitem.path is not item.path and nextitem.path != item.path)
+        ):
             file_window, self.file_window = self.file_window, None
             leaks = self._close(file_window, self.file_tier)
             self.imported.clear()
@@ -593,9 +594,7 @@ class LeakGuard:
 
     def _close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""
-        changed = [
-            c for c in tier.categories if c in tier.saved and not safe_unchanged(c, tier.saved[c])
-        ]
+        changed = tier.changed()
         if not changed:
             return []
         leaks: list[Leak] = []
@@ -758,6 +757,8 @@ class LeakGuard:
         """Record and report; returns the warnings ``-W error`` escalated, to raise
         once the guard's own work is done."""
         __tracebackhide__ = True
+        if not leaks:
+            return []
         leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
         first = [self.log.add(leak) for leak in leaks]
         escalated: list[Warning] = []

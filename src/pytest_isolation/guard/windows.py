@@ -38,6 +38,18 @@ class Tier:
         self.categories = categories
         self.saved: dict[Category, object] = {}
 
+    def changed(self) -> list[Category]:
+        """The categories whose live state no longer matches their snapshot.
+
+        This runs after every test, so the common case (nothing changed) is
+        one loop over the categories' fast checks inside one ``try``; only
+        when a comparison raises does it check again one by one."""
+        saved = self.saved
+        try:
+            return [c for c in self.categories if c in saved and not c.unchanged(saved[c])]
+        except Exception:
+            return [c for c in self.categories if c in saved and not safe_unchanged(c, saved[c])]
+
     def ensure(self) -> None:
         if len(self.saved) == len(self.categories):
             return
@@ -80,7 +92,7 @@ class Tier:
         self.saved.pop(category, None)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Window:
     owner: str
     kind: str
