@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 
 import pytest
 
 from pytest_isolation.ci import quarantine
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
+from pytest_isolation.core import options
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.options import raw
@@ -86,6 +88,8 @@ _FILE_MODE_ONLY = {
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
+    if not pluginmanager.has_plugin(names.INPUT_CHECK):
+        pluginmanager.register(InputCheck(), names.INPUT_CHECK)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -161,6 +165,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+
+
+class InputCheck:
+    """Registered as ``isolation-input``: checks what holds for every option
+    before any part reads its own (the selector and the finder answer
+    ``pytest_cmdline_main`` first, and may end the run there)."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> Generator[None, object, object]:
+        blank = options.blank_options(config)
+        if blank:
+            raise pytest.UsageError(
+                f"{', '.join(blank)}: empty value; give a value, or leave the option out"
+            )
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the plugins' configure reads the options

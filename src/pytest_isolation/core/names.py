@@ -6,6 +6,8 @@ from __future__ import annotations
 #: The package's version (``pytest_isolation.__version__``).
 VERSION = "0.1.0.dev0"
 
+#: The check of every option's input, before any part reads its own.
+INPUT_CHECK = "isolation-input"
 #: The leak guard, in the parent and in file-mode children.
 GUARD = "isolation-guard"
 #: File mode's controller (the parent side of file mode).

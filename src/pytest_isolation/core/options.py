@@ -14,6 +14,29 @@ from pathlib import Path
 import pytest
 
 
+#: The most seconds any option takes: a week.  Anything longer is a typo
+#: (``select()`` and the kill timers overflow long before float's range ends).
+MAX_SECONDS = 7 * 24 * 3600.0
+#: The most seconds between SIGTERM and SIGKILL: a process that ignores
+#: SIGTERM must not keep the run waiting longer.
+MAX_KILL_GRACE = 600.0
+#: The largest whole number any option takes.
+MAX_COUNT = 1_000_000
+
+
+def blank_options(config: pytest.Config) -> list[str]:
+    """The plugin's command-line options given an empty value
+    (``--isolation-shard=`` in a CI template): an error, never "unset"."""
+    blank = []
+    for dest, value in sorted(vars(config.option).items()):
+        if not dest.startswith("isolation_"):
+            continue
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(item, str) and not item.strip() for item in values):
+            blank.append(flag_of(dest))
+    return blank
+
+
 def flag_of(dest: str) -> str:
     """``--isolation-max-items`` for the dest ``isolation_max_items``."""
     return "--" + dest.replace("_", "-")
@@ -42,24 +65,28 @@ def count(
     minimum: int = 0,
     ini: bool = True,
     expected: str = "",
-    blank_ok: bool = True,
+    maximum: int = MAX_COUNT,
 ) -> int | None:
-    """A whole number of at least ``minimum``; None if unset (or blank, with
-    ``blank_ok``).  ``expected`` overrides the phrase after "expected" in the
-    message."""
+    """A whole number from ``minimum`` to ``maximum``; None if unset.
+    ``expected`` overrides the phrase after "expected" in the message."""
     value, source = raw(config, dest, ini)
-    if not value and (blank_ok or config.getoption(dest) is None):
+    if not value:
         return None
-    if not (value.isascii() and value.isdigit()) or int(value) < minimum:
+    number = int(value) if value.isascii() and value.isdigit() else None
+    if number is None or not minimum <= number <= maximum:
         wanted = expected or (
             "a positive whole number" if minimum == 1 else f"a whole number of {minimum} or more"
         )
+        if number is not None and number > maximum:
+            wanted += f", at most {maximum}"
         raise pytest.UsageError(f"{source}: invalid value {value!r}; expected {wanted}")
-    return int(value)
+    return number
 
 
-def seconds(config: pytest.Config, dest: str, ini: bool = True) -> float | None:
-    """A positive, finite number of seconds; None if unset."""
+def seconds(
+    config: pytest.Config, dest: str, ini: bool = True, maximum: float = MAX_SECONDS
+) -> float | None:
+    """A positive number of seconds, at most ``maximum``; None if unset."""
     value, source = raw(config, dest, ini)
     if not value:
         return None
@@ -67,9 +94,10 @@ def seconds(config: pytest.Config, dest: str, ini: bool = True) -> float | None:
         number = float(value)
     except ValueError:
         number = 0.0
-    if not 0 < number < float("inf"):  # also refuses nan
+    if not 0 < number <= maximum:  # also refuses nan
         raise pytest.UsageError(
-            f"{source}: invalid value {value!r}; expected a positive number of seconds"
+            f"{source}: invalid value {value!r}; expected a positive number of seconds, "
+            f"at most {maximum:g}"
         )
     return number
 

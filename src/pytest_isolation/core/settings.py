@@ -43,7 +43,7 @@ class Settings:
     def from_config(cls, config: pytest.Config) -> Settings:
         deep = config.getoption("isolation_leaks_deep") or config.getini("isolation_leaks_deep")
         timeout = options.seconds(config, "isolation_timeout")
-        grace = options.seconds(config, "isolation_kill_grace")
+        grace = options.seconds(config, "isolation_kill_grace", maximum=options.MAX_KILL_GRACE)
         return cls(
             timeout=timeout,
             kill_grace=10.0 if grace is None else grace,

@@ -39,7 +39,7 @@ __all__ = ["Selector", "record", "run_selector"]
 
 def _number(config: pytest.Config, dest: str) -> int | None:
     try:
-        return options.count(config, dest, ini=False, expected="a whole number", blank_ok=False)
+        return options.count(config, dest, ini=False, expected="a whole number")
     except pytest.UsageError as error:
         raise inputs.InvalidInput(str(error)) from None
 
