@@ -61,7 +61,8 @@ def test_a_huge_number_of_seconds_is_refused(
     assert_refused(
         pytester,
         result,
-        f"{option}: invalid value '{value}'; expected a positive number of seconds, at most {limit}",
+        f"{option}: invalid value '{value}'; expected a positive number of seconds, "
+        f"at most {limit}",
     )
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-
 #: The most seconds any option takes: a week.  Anything longer is a typo
 #: (``select()`` and the kill timers overflow long before float's range ends).
 MAX_SECONDS = 7 * 24 * 3600.0
