@@ -79,8 +79,33 @@ def test_ci_variables() -> None:
         {"BUILDKITE_PARALLEL_JOB": "4", "BUILDKITE_PARALLEL_JOB_COUNT": "5"}
     ) == Shard(5, 5, "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT")
     assert from_environment({"CI": "true"}) is None
-    with pytest.raises(pytest.UsageError, match="CI_NODE_INDEX/CI_NODE_TOTAL: invalid shard '5/4'"):
+    with pytest.raises(
+        pytest.UsageError,
+        match=r"^CI_NODE_INDEX/CI_NODE_TOTAL: invalid values CI_NODE_INDEX='5', CI_NODE_TOTAL='4'; "
+        r"CI_NODE_INDEX must be between 1 and N \(it counts from 1\)",
+    ):
         from_environment({"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
+
+
+@pytest.mark.parametrize(
+    ("index", "total", "problem"),
+    [
+        ("-1", "4", "expected whole numbers"),
+        ("4", "4", r"CIRCLE_NODE_INDEX must be between 0 and N-1 \(it counts from 0\)"),
+        ("0", "0", "CIRCLE_NODE_TOTAL at least 1"),
+        (" 1", "4", "expected whole numbers"),
+        ("\u0663", "4", "expected whole numbers"),
+    ],
+)
+def test_bad_ci_variables_are_named_with_their_values(index: str, total: str, problem: str) -> None:
+    with pytest.raises(pytest.UsageError) as raised:
+        from_environment({"CIRCLE_NODE_INDEX": index, "CIRCLE_NODE_TOTAL": total})
+    message = str(raised.value)
+    assert message.startswith(
+        f"CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL: invalid values CIRCLE_NODE_INDEX={index!r}, "
+        f"CIRCLE_NODE_TOTAL={total!r}; "
+    )
+    assert re.search(problem, message), message
 
 
 def _suite(pytester: pytest.Pytester, count: int = 7) -> None:

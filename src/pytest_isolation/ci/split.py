@@ -58,19 +58,32 @@ def parse(text: str, source: str) -> Shard:
 
 
 def from_environment(environ: Mapping[str, str]) -> Shard | None:
-    """The shard a CI system's parallel-job variables describe, if any."""
+    """The shard a CI system's parallel-job variables describe, if any; a
+    bad value is a usage error naming the variables and their values as set."""
     for index_name, total_name, zero_based in CI_VARIABLES:
         if index_name in environ and total_name in environ:
             index_text, total_text = environ[index_name], environ[total_name]
-            source = f"{index_name}/{total_name}"
-            try:
-                index = int(index_text) + (1 if zero_based else 0)
-            except ValueError:
+            first = 0 if zero_based else 1
+            values = f"{index_name}={index_text!r}, {total_name}={total_text!r}"
+            if not (_whole(index_text) and _whole(total_text)):
                 raise pytest.UsageError(
-                    f"{source}: invalid value {index_text!r} for {index_name}"
-                ) from None
-            return parse(f"{index}/{total_text}", source)
+                    f"{index_name}/{total_name}: invalid values {values}; expected whole numbers"
+                )
+            index, total = int(index_text), int(total_text)
+            if total < 1 or not first <= index < total + first:
+                last = "N-1" if zero_based else "N"
+                raise pytest.UsageError(
+                    f"{index_name}/{total_name}: invalid values {values}; {index_name} must be "
+                    f"between {first} and {last} (it counts from {first}), and {total_name} "
+                    "at least 1"
+                )
+            return Shard(index + 1 - first, total, f"{index_name}/{total_name}")
     return None
+
+
+def _whole(text: str) -> bool:
+    """ASCII digits only (``int()`` also takes ``" 3"``, ``"+3"`` and ``"٣"``)."""
+    return text.isascii() and text.isdigit()
 
 
 def round_robin(files: Iterable[str], total: int) -> dict[str, int]:
