@@ -193,3 +193,45 @@ def test_bad_strategy_and_missing_durations_file(pytester: pytest.Pytester) -> N
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --isolation-durations: no such file: 'nope.json'"])
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot read 'durations': Is a directory"),
+        (
+            '{"test_a.py": NaN}',
+            "'durations' must map file paths to seconds (finite numbers of 0 or more)",
+        ),
+        (
+            '{"test_a.py": 1e400}',
+            "'durations' must map file paths to seconds (finite numbers of 0 or more)",
+        ),
+        (
+            '{"test_a.py": -1}',
+            "'durations' must map file paths to seconds (finite numbers of 0 or more)",
+        ),
+        (
+            '{"test_a.py": true}',
+            "'durations' must map file paths to seconds (finite numbers of 0 or more)",
+        ),
+        (b"\xff\xfe{", "'durations' is not valid JSON: *"),
+    ],
+)
+def test_a_bad_durations_file_is_a_usage_error(
+    pytester: pytest.Pytester, content: str | bytes | None, problem: str
+) -> None:
+    _suite(pytester, 2)
+    target = pytester.path / "durations"
+    if content is None:
+        target.mkdir()
+    elif isinstance(content, bytes):
+        target.write_bytes(content)
+    else:
+        target.write_text(content)
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-shard=1/2", "--isolation-durations=durations"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: --isolation-durations: {problem}"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -173,17 +173,32 @@ def load_durations(path: Path) -> dict[str, float]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise pytest.UsageError(f"--isolation-durations: no such file: {str(path)!r}") from None
-    except ValueError as error:
+    except OSError as error:  # a directory, a file it may not read
+        raise pytest.UsageError(
+            f"--isolation-durations: cannot read {str(path)!r}: {error.strerror or error}"
+        ) from None
+    except ValueError as error:  # not JSON, or not UTF-8
         raise pytest.UsageError(
             f"--isolation-durations: {str(path)!r} is not valid JSON: {error}"
         ) from None
     if not isinstance(data, dict) or not all(
-        isinstance(k, str) and isinstance(v, (int, float)) for k, v in data.items()
+        isinstance(k, str) and _seconds(v) for k, v in data.items()
     ):
         raise pytest.UsageError(
-            f"--isolation-durations: {str(path)!r} must map file paths to seconds"
+            f"--isolation-durations: {str(path)!r} must map file paths to seconds "
+            "(finite numbers of 0 or more)"
         )
     return {key: float(value) for key, value in data.items()}
+
+
+def _seconds(value: object) -> bool:
+    """A duration: a finite number of 0 or more (JSON's ``NaN`` and ``1e400``
+    parse, as nan and inf; ``true`` is an int to Python)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0 <= value < float("inf")
+    )
 
 
 def store_durations(path: Path, durations: Mapping[str, float]) -> None:
