@@ -98,6 +98,9 @@ def test_parse_reads_entries_reasons_and_comments() -> None:
         ("tests/../../test_a.py::t", "the path leaves the rootdir"),
         ("tests/test_[ab.py", "unbalanced '['"),
         ("tests/test_a.py::t[]", "unbalanced '['"),
+        ("::test_a", "no file part; write PATH::NAME"),
+        ("::", "no file part"),
+        ("tests/test_a.py::", "no test name after '::'"),
     ],
 )
 def test_malformed_entries_name_file_and_line(line: str, problem: str) -> None:
@@ -205,6 +208,17 @@ def test_a_malformed_file_is_a_usage_error_before_any_test(pytester: pytest.Pyte
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*q.txt:3: absolute path; write it relative to the rootdir*"])
     result.stdout.no_fnmatch_line("*passed*")
+
+
+def test_a_quarantine_file_that_is_not_utf8_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(**SUITE)
+    pytester.path.joinpath("q.txt").write_bytes(b"test_a.py::test_fixed  # caf\xe9\n")
+    result = run_guard(pytester, "--isolation-quarantine=q.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --isolation-quarantine: cannot read the quarantine file '*q.txt': not UTF-8 text*"]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_missing_file_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -98,6 +98,10 @@ def parse(text: str, source: str, root: Path) -> list[Entry]:
             raise pytest.UsageError(f"{where}: {problem}: {pattern!r}")
 
         file_part = file_of(pattern)
+        if not file_part:  # "::test_a", "::": a test of no file would match nothing
+            refuse("no file part; write PATH::NAME (or a glob: **::NAME)")
+        if "::" in pattern and not pattern.split("::", 1)[1].strip(":"):
+            refuse("no test name after '::'; write PATH::NAME, or PATH for the whole file")
         if _ABSOLUTE.match(file_part):
             refuse(f"absolute path; write it relative to the rootdir ({root})")
         normal = posixpath.normpath(file_part.replace("\\", "/"))
@@ -117,17 +121,21 @@ def platform_override(path: Path) -> Path:
 
 def load(path: Path, source: str, root: Path) -> list[Entry]:
     """The entries of the file and of its platform override, if there is one."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise pytest.UsageError(
-            f"{source}: cannot read the quarantine file {str(path)!r}: {error.strerror}"
-        ) from None
-    entries = parse(text, path.name, root)
+    entries = parse(_read(path, source), path.name, root)
     override = platform_override(path)
     if override.is_file():
-        entries += parse(override.read_text(encoding="utf-8"), override.name, root)
+        entries += parse(_read(override, source), override.name, root)
     return entries
+
+
+def _read(path: Path, source: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        problem = error.strerror or str(error)
+    except UnicodeDecodeError as error:
+        problem = f"not UTF-8 text (byte {error.start})"
+    raise pytest.UsageError(f"{source}: cannot read the quarantine file {str(path)!r}: {problem}")
 
 
 def from_config(config: pytest.Config) -> tuple[Path, list[Entry]] | None:
