@@ -103,3 +103,25 @@ def test_a_huge_count_is_refused(pytester: pytest.Pytester) -> None:
         "--isolation-retries: invalid value '99999999999999999999'; expected a whole number of 0 "
         "or more, at most 1000000",
     )
+
+
+@pytest.mark.parametrize("key", ["isolation_leaks_deep", "isolation_env_network"])
+def test_a_bad_truth_value_in_the_ini_file_names_the_key(
+    pytester: pytest.Pytester, key: str
+) -> None:
+    pytester.makeini(f"[pytest]\n{key} = maybe\n")
+    result = run(pytester)
+    assert_refused(
+        pytester, result, f"{key} (ini): invalid truth value 'maybe'; expected true or false"
+    )
+
+
+def test_an_unbalanced_bracket_in_allow_leaks_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_allow_leaks = env:[\n")
+    result = run(pytester)
+    assert_refused(
+        pytester,
+        result,
+        "isolation_allow_leaks (ini): unbalanced '[' in the pattern of 'env:[' "
+        "(write '[[]' for a literal '[')",
+    )

@@ -113,8 +113,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "class-level containers, named loggers' handlers and higher-scoped fixture values, "
         "and lazy initialisation of globals (ini isolation_leaks_deep).",
     )
-    parser.addini(
-        "isolation_leaks_deep", "Default of --isolation-leaks-deep.", type="bool", default=False
+    parser.addini(  # a string, read by options.boolean: pytest's own check names no key
+        "isolation_leaks_deep", "Default of --isolation-leaks-deep (true or false).", default=""
     )
     for dest, text in _SECONDS.items():
         flag = flag_of(dest)

@@ -31,6 +31,7 @@ from pytest_isolation.core import options
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.nodeid import selects
+from pytest_isolation.core.nodeid import unbalanced_bracket
 
 #: The platform override's suffix, by ``sys.platform``.
 PLATFORMS = {"linux": "linux", "darwin": "macos", "win32": "windows"}
@@ -67,22 +68,6 @@ class Entry:
         return self.is_glob and fnmatch.fnmatchcase(path, part)
 
 
-def _unbalanced_bracket(pattern: str) -> int:
-    """Index of a ``[`` that no ``]`` closes (as fnmatch reads it), or -1."""
-    index = 0
-    while True:
-        start = pattern.find("[", index)
-        if start < 0:
-            return -1
-        first = start + 1
-        if first < len(pattern) and pattern[first] == "!":
-            first += 1
-        end = pattern.find("]", first + 1)  # a ']' right after '[' or '[!' is literal
-        if end < 0:
-            return start
-        index = end + 1
-
-
 def parse(text: str, source: str, root: Path) -> list[Entry]:
     """The entries of one quarantine file; a malformed one is a usage error."""
     entries = []
@@ -107,7 +92,7 @@ def parse(text: str, source: str, root: Path) -> list[Entry]:
         normal = posixpath.normpath(file_part.replace("\\", "/"))
         if normal == ".." or normal.startswith("../"):
             refuse(f"the path leaves the rootdir ({root})")
-        if _unbalanced_bracket(pattern) >= 0:
+        if unbalanced_bracket(pattern) >= 0:
             refuse("unbalanced '[' in the glob (write '[[]' for a literal '[')")
         entries.append(Entry(pattern, reason.strip(), where))
     return entries

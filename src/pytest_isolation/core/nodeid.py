@@ -1,4 +1,5 @@
-"""Node ids: the file a node id belongs to, and which tests a name selects."""
+"""Node ids: the file a node id belongs to, and which tests a name selects;
+and the globs that match them."""
 
 from __future__ import annotations
 
@@ -22,3 +23,19 @@ def selects(prefix: str, nodeid: str) -> bool:
 def matches(nodeid: str, names: tuple[str, ...]) -> bool:
     """Whether the ``::``-separated ``names`` of a ``path::a::b`` argument select ``nodeid``."""
     return selects("::".join(names), name_of(nodeid))
+
+
+def unbalanced_bracket(pattern: str) -> int:
+    """Index of a ``[`` that no ``]`` closes (as fnmatch reads it), or -1."""
+    index = 0
+    while True:
+        start = pattern.find("[", index)
+        if start < 0:
+            return -1
+        first = start + 1
+        if first < len(pattern) and pattern[first] == "!":
+            first += 1
+        end = pattern.find("]", first + 1)  # a ']' right after '[' or '[!' is literal
+        if end < 0:
+            return start
+        index = end + 1

@@ -58,6 +58,24 @@ def choice(config: pytest.Config, dest: str, choices: tuple[str, ...], ini: bool
     return value
 
 
+#: The truth values an ini key takes, as pytest's ``bool`` ini type reads them.
+TRUTH = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False}
+TRUTH.update({"off": False, "0": False})
+
+
+def boolean(config: pytest.Config, dest: str, default: bool = False) -> bool:
+    """A true/false ini key (registered as a string: pytest's own ``bool``
+    type fails with a message that names no key); empty means ``default``."""
+    value = str(config.getini(dest)).strip()
+    if not value:
+        return default
+    if value.lower() not in TRUTH:
+        raise pytest.UsageError(
+            f"{dest} (ini): invalid truth value {value!r}; expected true or false"
+        )
+    return TRUTH[value.lower()]
+
+
 def count(
     config: pytest.Config,
     dest: str,

@@ -41,7 +41,9 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
-        deep = config.getoption("isolation_leaks_deep") or config.getini("isolation_leaks_deep")
+        deep = config.getoption("isolation_leaks_deep") or options.boolean(
+            config, "isolation_leaks_deep"
+        )
         timeout = options.seconds(config, "isolation_timeout")
         grace = options.seconds(config, "isolation_kill_grace", maximum=options.MAX_KILL_GRACE)
         return cls(

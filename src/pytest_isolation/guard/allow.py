@@ -10,6 +10,8 @@ from fnmatch import fnmatchcase
 
 import pytest
 
+from pytest_isolation.core.nodeid import unbalanced_bracket
+
 #: Every category name, in the order of the documentation.
 CATEGORIES = (
     "mock",
@@ -59,6 +61,11 @@ def parse(entries: Iterable[object], source: str) -> tuple[Allowance, ...]:
             choices = ", ".join(CATEGORIES)
             raise pytest.UsageError(
                 f"{source}: unknown leak category {category!r} in {entry!r}; choose from {choices}"
+            )
+        if unbalanced_bracket(pattern) >= 0:
+            raise pytest.UsageError(
+                f"{source}: unbalanced '[' in the pattern of {entry!r} "
+                "(write '[[]' for a literal '[')"
             )
         found.append(Allowance(category, pattern or "*"))
     return tuple(found)
