@@ -391,6 +391,39 @@ def test_since_a_deleted_module_selects_its_former_importers(repo: pytest.Pytest
     assert since(repo) == ["tests/test_tax.py"]
 
 
+def test_for_a_deleted_module_that_git_knows_selects_its_former_importers(
+    repo: pytest.Pytester,
+) -> None:
+    os.remove(repo.path / "src/shop/_tax.py")
+    result = select(repo, "--isolation-for=src/shop/_tax.py", "--isolation-dry-run")
+    assert result.ret == 0, result.stderr.str()
+    assert [line for line in result.stdout.lines if line.startswith("tests/")] == [
+        "tests/test_tax.py"
+    ]
+
+
+def test_for_a_missing_file_git_never_knew_is_invalid_input(repo: pytest.Pytester) -> None:
+    result = select(repo, "--isolation-for=src/shop/_taxx.py")
+    refusal(result, "invalid_input", 4)
+    assert result.stderr.lines[0] == (
+        "isolation: invalid_input: src/shop/_taxx.py: no such file, and not one that git "
+        "knows was deleted"
+    )
+
+
+def test_for_a_listing_that_is_not_text_is_invalid_input(project: pytest.Pytester) -> None:
+    (project.path / "changed.bin").write_bytes(b"\xff\xfe\x00binary")
+    result = select(project, "--isolation-for=@changed.bin")
+    refusal(result, "invalid_input", 4)
+    result.stderr.fnmatch_lines(
+        [
+            "isolation: invalid_input: --isolation-for @changed.bin: cannot read '*changed.bin': "
+            "not UTF-8 text (byte 0)"
+        ]
+    )
+    assert "Traceback" not in result.stderr.str()
+
+
 def test_since_errors(project: pytest.Pytester, repo: pytest.Pytester) -> None:
     result = select(repo, "--isolation-since=nope")
     refusal(result, "invalid_input", 4)

@@ -34,6 +34,11 @@ def read_for_values(values: Sequence[str], cwd: Path, stdin: Callable[[], str]) 
                 raise InvalidInput(
                     f"--isolation-for {value}: cannot read {str(listing)!r}: {error.strerror}"
                 ) from None
+            except UnicodeDecodeError as error:
+                raise InvalidInput(
+                    f"--isolation-for {value}: cannot read {str(listing)!r}: not UTF-8 text "
+                    f"(byte {error.start})"
+                ) from None
         else:
             paths.append(value)
             continue
@@ -97,11 +102,28 @@ def normalise(raw: str, cwd: Path, root: Path) -> tuple[str, Path]:
     return ("" if key == "." else key), path
 
 
+def known_to_git(path: Path, root: Path) -> bool:
+    """Whether git has a history for ``path``: a deleted file still has one,
+    a typo never had."""
+    try:
+        return bool(_git(["log", "-1", "--format=%H", "--", str(path)], root).strip())
+    except (subprocess.CalledProcessError, InvalidInput):  # no repository, no git
+        return False
+
+
 def expand(
-    keys: Iterable[tuple[str, Path, str]], project: Project, unmapped: str
+    keys: Iterable[tuple[str, Path, str]],
+    project: Project,
+    unmapped: str,
+    deleted: Iterable[str] = (),
 ) -> tuple[list[str], list[str], list[str]]:
     """Sources (directories expanded to their Python files), global triggers
-    met, and warnings; raises on an unmapped file under ``unmapped=error``."""
+    met, and warnings; raises on an unmapped file under ``unmapped=error``.
+
+    A missing Python file counts as deleted (its importers are selected)
+    only when git says so: ``deleted`` (what ``--isolation-since`` found) or
+    a file with a history; anything else is a typo."""
+    known_deleted = set(deleted)
     sources: dict[str, None] = {}
     triggers: list[str] = []
     warnings: list[str] = []
@@ -116,6 +138,10 @@ def expand(
             triggers.append(key)
             continue
         if key.endswith(".py"):
+            if not (path.exists() or key in known_deleted or known_to_git(path, project.root)):
+                raise InvalidInput(
+                    f"{raw}: no such file, and not one that git knows was deleted"
+                )
             sources[key] = None  # a missing one was deleted: its importers are selected
             continue
         if not path.exists():

@@ -137,6 +137,7 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
     )
     keys = [(*inputs.normalise(path, cwd, root), path) for path in raw]
     since = config.getoption("isolation_since")
+    from_git: list[str] = []
     if since:
         changed, _ = inputs.changed_since(since, root)
         for path in changed:
@@ -144,9 +145,10 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
                 keys.append((*inputs.normalise(str(path), cwd, root), str(path)))
             except inputs.InvalidInput:
                 continue  # changed outside the rootdir: not this suite's
+            from_git.append(keys[-1][0])
     started = time.perf_counter()
     project = project_of(config)
-    sources, triggers, warnings = inputs.expand(keys, project, unmapped)
+    sources, triggers, warnings = inputs.expand(keys, project, unmapped, deleted=from_git)
     decision.sources = sources
     decision.warnings = warnings
     decision.phase = "select"
