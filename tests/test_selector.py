@@ -211,6 +211,27 @@ def test_the_gate_opens(
     result.assert_outcomes(passed=7)
 
 
+def test_the_dry_run_with_the_gate_open_lists_what_the_run_runs(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(GATE, "yes")
+    args = ("--isolation-for", "src/shop/cart.py", "--isolation-scope=all")
+    dry = select(project, *args, "--isolation-dry-run", "--isolation-json=decision.json")
+    assert dry.ret == 0, dry.stderr.str()
+    listed = [line for line in dry.stdout.lines if line.startswith("tests/")]
+    run = select(project, *args, "-v")
+    ran = sorted(
+        {line.split("::")[0] for line in run.stdout.lines if "::" in line and "PASSED" in line}
+    )
+    assert len(ran) > 1
+    assert listed == ran
+    header = f"isolation: scope=all: the whole suite, {len(ran)} test files"
+    dry.stdout.fnmatch_lines([f"{header} (the full-suite gate is open)"])
+    record = json.loads((project.path / "decision.json").read_text())
+    assert record["test_files"] == ran
+    assert record["via"] == {"all": len(ran)}
+
+
 def test_empty(project: pytest.Pytester) -> None:
     (project.path / "src/shop/unused.py").write_text("X = 1\n")
     result = select(project, "--isolation-for", "src/shop/unused.py")

@@ -78,6 +78,11 @@ class Decision:
         return dict(sorted(counts.items()))
 
     def header(self) -> str:
+        if self.scope == "all":
+            return (
+                f"isolation: scope=all: the whole suite, {len(self.tests)} test files "
+                "(the full-suite gate is open)"
+            )
         via = " ".join(f"{name}:{count}" for name, count in self.via().items())
         g = self.graph
         return (

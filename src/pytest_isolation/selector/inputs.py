@@ -139,9 +139,7 @@ def expand(
             continue
         if key.endswith(".py"):
             if not (path.exists() or key in known_deleted or known_to_git(path, project.root)):
-                raise InvalidInput(
-                    f"{raw}: no such file, and not one that git knows was deleted"
-                )
+                raise InvalidInput(f"{raw}: no such file, and not one that git knows was deleted")
             sources[key] = None  # a missing one was deleted: its importers are selected
             continue
         if not path.exists():

@@ -32,6 +32,7 @@ from pytest_isolation.selector.options import WORKER_KEY
 from pytest_isolation.selector.options import gate_open
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.project import build
+from pytest_isolation.selector.scopes import Found
 from pytest_isolation.selector.scopes import select
 
 __all__ = ["Selector", "record", "run_selector"]
@@ -156,6 +157,10 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
         if gate_open():
             decision.outcome = decide.SELECTED
             decision.scope = "all"
+            # What the run will run, for the dry run's list and the record.
+            decision.tests = {
+                test: Found(test, "", 0, "all", (test,)) for test in project.tests_under("")
+            }
             return
         why = (
             "--isolation-scope=all asks for the whole suite"
@@ -218,8 +223,6 @@ class Selector:
 
     def pytest_report_header(self) -> list[str]:
         decision = self.decision
-        if decision.scope == "all":
-            return ["isolation: scope=all: the whole suite (the full-suite gate is open)"]
         lines = [decision.header()]
         lines += [f"isolation: warning: {w}" for w in decision.warnings]
         if self.config.getoption("isolation_explain"):

@@ -26,7 +26,7 @@ class Found:
     test: str
     source: str
     depth: int
-    #: changed, conftest, convention or import
+    #: changed, conftest, convention or import (all: the whole suite, the gate open)
     via: str
     #: test file, ..., changed file (import chains; just the two otherwise)
     chain: tuple[str, ...]
