@@ -29,6 +29,7 @@ from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import conftests
 from pytest_isolation.filemode import crash
 from pytest_isolation.filemode import lastfailed
+from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
@@ -40,6 +41,7 @@ from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Warm
 from pytest_isolation.filemode.launch import describe_exit
+from pytest_isolation.filemode.launch import end_at_once
 from pytest_isolation.filemode.launch import end_tree
 from pytest_isolation.filemode.launch import fork_warm
 from pytest_isolation.filemode.launch import spawn_child
@@ -111,6 +113,8 @@ class FileModeController:
         config.stash[COLLECT_IN_CHILD] = self.collect_in_child
         self.node_args: NodeArgs | None = None
         self.notfound: list[str] = []
+        #: The SIGTERM/SIGHUP handlers to put back when the session finishes.
+        self.ending: dict[int, Any] = {}
         #: A forked child prepared ahead of time for the next file.
         self.warm: Warm | None = None
         #: Children started for a file before pytest's loop reached it, by item index.
@@ -317,7 +321,9 @@ class FileModeController:
             child.close()
             return Death(f"timed out after {timeout:g} s", tail)
         except BaseException:
-            _end(child)
+            end_at_once(child)
+            child.wait()
+            child.close()
             raise
         end = relay.end
         if end.interrupted:
@@ -429,6 +435,7 @@ class FileModeController:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.config.stash[_SESSION] = session
+        self.ending = lifetime.interrupt_on_ending()  # until the session finishes
 
     @pytest.hookimpl(tryfirst=True)  # after pytest counted the placeholders, before the loop
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -440,6 +447,7 @@ class FileModeController:
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        lifetime.put_back(self.ending)
         fail_if_not_found(session, self.notfound)
         progress.save(self.config)
         apply_raised_status(session, self.status)

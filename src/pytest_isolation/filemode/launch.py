@@ -2,7 +2,9 @@
 
 Each child runs in a session (and process group) of its own, so ending it
 with ``killpg`` also ends whatever it started, and a Ctrl-C at the terminal
-reaches only the parent, which then ends its children.
+reaches only the parent, which then ends its children.  On Linux every
+child (and the fork server) also gets SIGKILL when its parent ends, however
+it ends: no child outlives the run.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import BinaryIO
 
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.signals import signal_name
+from pytest_isolation.filemode.lifetime import die_with_parent
+from pytest_isolation.filemode.lifetime import ending_default
 from pytest_isolation.filemode.wire import START
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
@@ -44,6 +48,9 @@ _SPAWN_CODE = (
     # A timed-out child dumps every thread's traceback to its stderr file on SIGUSR1.
     "faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)\n"
     f"spec = json.loads(os.environ[{CHILD_ENV!r}])\n"
+    # Ends with its parent, asked before pytest loads (see filemode/lifetime.py).
+    "from pytest_isolation.filemode.lifetime import die_with_parent\n"
+    "die_with_parent(spec['parent'])\n"
     "sys.path[0] = spec['path0']\n"
     "if spec['main_file']:\n"
     "    __file__ = spec['main_file']\n"
@@ -168,9 +175,11 @@ def fork_warm(body: Callable[[int, int], None]) -> Warm:
     control_read, control_write = os.pipe()
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Warm
+    parent = os.getpid()
     pid = _fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        _child_main((control_write, read_fd), stderr, lambda: body(control_read, write_fd))
+        close = (control_write, read_fd)
+        _child_main(close, stderr, lambda: body(control_read, write_fd), parent)
     os.close(control_read)
     os.close(write_fd)
     return Warm(pid, control_write, os.fdopen(read_fd, "rb"), stderr)
@@ -204,10 +213,14 @@ def _before_fork() -> None:
     gc.freeze()
 
 
-def _child_main(close: tuple[int, ...], stderr: IO[bytes], body: Callable[[], None]) -> None:
-    """The start of every forked child; never returns."""
+def _child_main(
+    close: tuple[int, ...], stderr: IO[bytes], body: Callable[[], None], parent: int
+) -> None:
+    """The start of every forked child (``parent`` forked it); never returns."""
     code = 3
     try:
+        die_with_parent(parent)
+        ending_default()
         for fd in close:
             os.close(fd)
         os.setsid()
@@ -245,10 +258,12 @@ class ForkServer:
     def start(cls, prepare: Callable[[], Callable[[int, int], None]]) -> ForkServer:
         """Fork the server; ``prepare()`` runs in it once and returns each child's body."""
         channel, server_end = socket.socketpair()
+        parent = os.getpid()
         pid = _fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-            _child_main((channel.fileno(),), stderr, lambda: _serve(server_end, prepare()))
+            body = lambda: _serve(server_end, prepare())  # noqa: E731
+            _child_main((channel.fileno(),), stderr, body, parent)
         server_end.close()
         return cls(pid, channel)
 
@@ -317,10 +332,11 @@ def _serve_fork(channel: socket.socket, body: Callable[[int, int], None]) -> Non
     control_read, control_write = os.pipe()
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the parent, then closed
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         close = (channel.fileno(), control_write, read_fd)
-        _child_main(close, stderr, lambda: body(control_read, write_fd))
+        _child_main(close, stderr, lambda: body(control_read, write_fd), parent)
     os.close(control_read)
     os.close(write_fd)
     socket.send_fds(channel, [pid.to_bytes(8, "big")], [control_write, read_fd, stderr.fileno()])
@@ -338,7 +354,12 @@ def spawn_child(
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Child
     main_file, main_name = _main_module()
     spec = dataclasses.replace(
-        spec, fd=write_fd, path0=sys.path[0], main_file=main_file, main_name=main_name
+        spec,
+        fd=write_fd,
+        path0=sys.path[0],
+        main_file=main_file,
+        main_name=main_name,
+        parent=os.getpid(),
     )
     env = {**(os.environ if environ is None else environ), CHILD_ENV: spec.to_env()}
     try:
@@ -401,6 +422,14 @@ def _signal_all(pids: set[int], number: int) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, number)
+
+
+def end_at_once(child: Child) -> None:
+    """End a child and every process it started, now (the run was
+    interrupted): found before the kill, which would cut their parent links."""
+    tree = _tree(child.pid)
+    child.kill()
+    _signal_all(tree, signal.SIGKILL)
 
 
 def end_tree(child: Child, grace: float) -> None:

@@ -1,0 +1,72 @@
+"""No file-mode process outlives its parent, and SIGTERM ends a run as Ctrl-C does.
+
+Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``) sends a process
+SIGKILL when its parent ends, however it ends, SIGKILL of the parent
+included.  Every forked child and the fork server ask for it first thing;
+a spawned child asks before it loads pytest.  ``ctypes`` is imported here,
+in the parent, so that a forked child finds it loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+#: Linux's prctl option: the signal a process gets when its parent ends.
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Get SIGKILL when ``parent`` ends (Linux only), and end now if it has
+    already gone (between its fork or spawn and this call)."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, AttributeError):  # no libc to ask: as before
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if parent and os.getppid() != parent:
+        os._exit(1)
+
+
+#: Signals that end a file-mode run the way Ctrl-C does: CI cancellation and
+#: ``timeout`` send SIGTERM, a closed terminal SIGHUP.
+ENDING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(number: int, frame: object) -> None:
+    sys.stderr.write(
+        f"isolation: {signal.Signals(number).name} received: ending the run as Ctrl-C does\n"
+    )
+    raise KeyboardInterrupt
+
+
+def interrupt_on_ending() -> dict[int, Any]:
+    """In the parent: SIGTERM and SIGHUP raise ``KeyboardInterrupt``, so the
+    run ends its children and reports what ran (summary, junit XML, exit code
+    2).  Only where their handler is the default, and only from the main
+    thread; returns what to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    saved: dict[int, Any] = {}
+    for number in ENDING:
+        if signal.getsignal(number) is signal.SIG_DFL:
+            saved[number] = signal.signal(number, _interrupt)
+    return saved
+
+
+def put_back(saved: dict[int, Any]) -> None:
+    for number, handler in saved.items():
+        if signal.getsignal(number) is _interrupt:
+            signal.signal(number, handler)
+
+
+def ending_default() -> None:
+    """In a forked child: SIGTERM and SIGHUP end it again (the parent's
+    handlers are inherited by the fork)."""
+    for number in ENDING:
+        if signal.getsignal(number) is _interrupt:
+            signal.signal(number, signal.SIG_DFL)
