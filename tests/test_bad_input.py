@@ -3,6 +3,9 @@ names the option or ini key and the value, and no test runs."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from conftest import TIMEOUT
@@ -125,3 +128,63 @@ def test_an_unbalanced_bracket_in_allow_leaks_is_refused(pytester: pytest.Pytest
         "isolation_allow_leaks (ini): unbalanced '[' in the pattern of 'env:[' "
         "(write '[[]' for a literal '[')",
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ("adir", "'adir' exists and is not a regular file; refusing to replace it"),
+        ("/dev/full", "'/dev/full' exists and is not a regular file; refusing to replace it"),
+        ("afile/report.json", "cannot write 'afile/report.json': Not a directory"),
+        ("/proc/nope/x.json", "cannot write '/proc/nope/x.json': cannot make the directory *"),
+    ],
+)
+@pytest.mark.parametrize("option", ["--isolation-report", "--isolation-store-durations"])
+def test_an_output_path_that_cannot_be_a_file_is_refused_at_start(
+    pytester: pytest.Pytester, option: str, target: str, problem: str
+) -> None:
+    (pytester.path / "adir").mkdir()
+    (pytester.path / "afile").write_text("keep\n")
+    if option == "--isolation-report":
+        args = [f"{option}={target}"]
+    else:  # the durations file is where --isolation-durations names it
+        args = [option, f"--isolation-durations={target}", "--isolation-shard=1/1"]
+    result = run(pytester, *args)
+    assert_refused(pytester, result, f"{option}: {problem}")
+    assert (pytester.path / "afile").read_text() == "keep\n"
+    assert (pytester.path / "adir").is_dir()
+    assert not Path("/dev/full").is_file()
+
+
+def test_a_report_path_that_is_a_symlink_is_written_through(pytester: pytest.Pytester) -> None:
+    (pytester.path / "reports").mkdir()
+    link = pytester.path / "report.json"
+    link.symlink_to(pytester.path / "reports" / "run.json")
+    result = run(pytester, "--isolation-report=report.json")
+    result.assert_outcomes(passed=1)
+    assert link.is_symlink()
+    assert json.loads((pytester.path / "reports" / "run.json").read_text())["exit_code"] == 0
+    assert not list((pytester.path / "reports").glob("*.tmp"))
+
+
+def test_a_report_that_cannot_be_written_at_the_end_keeps_the_run(
+    pytester: pytest.Pytester,
+) -> None:
+    # Fault injection: the test itself puts a directory where the report goes.
+    pytester.makepyfile(
+        test_b="""
+        import os
+        def test_b():
+            os.mkdir("report.json")
+        """
+    )
+    result = run(pytester, "--isolation-report=report.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["isolation: run report not written: cannot write '*report.json': Is a directory*"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (pytester.path / "junit.xml").read_text().count("<testcase") == 2
+    assert (pytester.path / "report.json").is_dir()
+    assert [p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")] == []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import platform
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 from pytest_isolation.ci.quarantine import QUARANTINE_KEY
 from pytest_isolation.ci.sharding import SHARDING_KEY
 from pytest_isolation.core import options
+from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.records import FileAttempts
@@ -113,6 +113,11 @@ class RunReport:
         path, _ = options.raw(config, "isolation_report", ini=False)
         # An xdist worker's results reach the controller, which writes the report.
         self.path = Path(path) if path and not is_worker(config) else None
+        self.target = (
+            None if self.path is None else outputs.checked(self.path, "--isolation-report")
+        )
+        #: Why the report could not be written at the end, for the summary.
+        self.failed: str | None = None
 
     def _file(self, path: str) -> FileResult:
         found = self.files.get(path)
@@ -192,7 +197,9 @@ class RunReport:
             )
             for record in notable:
                 terminalreporter.write_line(f"{record.path}: {record.describe()}")
-        if self.path is not None and terminalreporter.verbosity >= 0:
+        if self.failed is not None:
+            terminalreporter.write_line(f"isolation: run report not written: {self.failed}")
+        elif self.path is not None and terminalreporter.verbosity >= 0:
             terminalreporter.write_line(f"isolation: run report written to {self.path}")
 
     def flaky(self) -> list[tuple[str, str]]:
@@ -207,13 +214,10 @@ class RunReport:
 
     @pytest.hookimpl(trylast=True)  # the exit status is final; the terminal summary follows
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.path is None:
+        if self.target is None:
             return
         document = self.document(int(exitstatus))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        os.replace(temporary, self.path)
+        self.failed = outputs.write(self.target, json.dumps(document, indent=2) + "\n")
 
     def document(self, exit_code: int) -> dict[str, Any]:
         files = [self.files[path].to_json() for path in sorted(self.files)]

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_isolation.ci import split
 from pytest_isolation.core import options
+from pytest_isolation.core import outputs
 from pytest_isolation.core.nodeid import file_of
 
 DEFAULT_DURATIONS = "isolation-durations.json"
@@ -36,6 +37,12 @@ class Sharding:
         path = config.getoption("isolation_durations")
         self.durations_file = Path(path) if path else None
         self.store = bool(config.getoption("isolation_store_durations"))
+        store_path = self.durations_file or config.rootpath / DEFAULT_DURATIONS
+        self.store_target = (
+            outputs.checked(store_path, "--isolation-store-durations") if self.store else None
+        )
+        #: Why the durations could not be stored at the end, for the summary.
+        self.failed: str | None = None
         self.known: dict[str, float] = {}
         # A file to read must exist, unless this run is the one writing it.
         if self.durations_file is not None and (not self.store or self.durations_file.exists()):
@@ -87,9 +94,12 @@ class Sharding:
         cache = getattr(self.config, "cache", None)
         if cache is not None:
             cache.set(split.CACHE_KEY, {k: round(v, 4) for k, v in sorted(merged.items())})
-        if self.store:
-            path = self.durations_file or self.config.rootpath / DEFAULT_DURATIONS
-            split.store_durations(path, merged)
+        if self.store_target is not None:
+            self.failed = split.store_durations(self.store_target, merged)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.failed is not None:
+            terminalreporter.write_line(f"isolation: durations not stored: {self.failed}")
 
 
 SHARDING_KEY = pytest.StashKey[Sharding]()

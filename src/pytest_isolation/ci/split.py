@@ -13,12 +13,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
-import os
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+
+from pytest_isolation.core import outputs
 
 STRATEGIES = ("auto", "round-robin", "duration")
 #: CI variables (index, total, whether the index is 0-based), checked in this order.
@@ -201,8 +202,8 @@ def _seconds(value: object) -> bool:
     )
 
 
-def store_durations(path: Path, durations: Mapping[str, float]) -> None:
+def store_durations(target: Path, durations: Mapping[str, float]) -> str | None:
+    """Write the durations file (``target`` as :func:`.outputs.checked` gave
+    it); the error in words, if it could not be written."""
     text = json.dumps({k: round(v, 4) for k, v in sorted(durations.items())}, indent=1)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    return outputs.write(target, text + "\n")
