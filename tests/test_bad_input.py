@@ -188,3 +188,16 @@ def test_a_report_that_cannot_be_written_at_the_end_keeps_the_run(
     assert (pytester.path / "junit.xml").read_text().count("<testcase") == 2
     assert (pytester.path / "report.json").is_dir()
     assert [p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_bad_finder_json_path_is_refused_before_the_search(pytester: pytest.Pytester) -> None:
+    (pytester.path / "adir").mkdir()
+    result = run(
+        pytester, "--isolation-find-polluter=test_a.py::test_a", "--isolation-find-json=adir"
+    )
+    assert_refused(
+        pytester,
+        result,
+        "--isolation-find-json: '*adir' exists and is not a regular file; refusing to replace it",
+        prefix="isolation: ",
+    )

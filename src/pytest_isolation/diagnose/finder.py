@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import options
+from pytest_isolation.core import outputs
 from pytest_isolation.core.names import PROBE_ENV
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.diagnose.bisection import search
@@ -190,6 +191,13 @@ class Finder:
         if config.pluginmanager.has_plugin("xdist"):
             self.options += ["-n", "0"]
         self.paths = list(config.args)
+        listed = config.getoption("isolation_find_json")
+        #: Checked now: a bad path must not cost the whole search.
+        self.json_target = (
+            outputs.checked(Path(config.invocation_params.dir, listed), "--isolation-find-json")
+            if listed
+            else None
+        )
         self.probes = 0
         #: Each set already run, with whether it reproduced.
         self.known: dict[tuple[str, ...], bool] = {}
@@ -360,11 +368,10 @@ class Finder:
             code = 1
         self.result["probes"] = self.probes
         self.result["seconds"] = round(time.monotonic() - self.started, 3)
-        path = self.config.getoption("isolation_find_json")
-        if path:
-            target = Path(self.config.invocation_params.dir, path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+        if self.json_target is not None:
+            failed = outputs.write(self.json_target, json.dumps(self.result, indent=2) + "\n")
+            if failed is not None:
+                self.say(f"result not written: {failed}")
         return code
 
     def _search(self) -> int:
