@@ -173,7 +173,9 @@ def test_expand_classifies(package: Project, tmp_path: Path) -> None:
         ("pyproject.toml", tmp_path / "pyproject.toml", "pyproject.toml"),
         ("src/pkg/gone.py", tmp_path / "src/pkg/gone.py", "src/pkg/gone.py"),
     ]
-    sources, triggers, warnings = inputs.expand(keys, package, "error")
+    with pytest.raises(inputs.InvalidInput, match="not one that git knows was deleted"):
+        inputs.expand(keys, package, "error")  # no repository here: a typo
+    sources, triggers, warnings = inputs.expand(keys, package, "error", ["src/pkg/gone.py"])
     assert sources == [
         "src/pkg/sub/__init__.py",
         "src/pkg/sub/alpha.py",
