@@ -8,6 +8,7 @@ import copy
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from conftest import TIMEOUT
 from conftest import run_file_mode
 from conftest import run_guard
 
@@ -309,3 +311,95 @@ def test_a_collection_error_is_counted_as_on_pytest_s_final_line(
     assert document["totals"]["tests"]["error"] == 1
     assert document["totals"]["tests"]["passed"] == 1
     assert _files(document)["test_bad.py"]["tests"]["error"] == 1
+
+
+def _merge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_isolation.merge", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def shard_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Real reports of shards 1/2, 2/2 and 1/3 of a small suite, made once."""
+    root = tmp_path_factory.mktemp("shards")
+    for index in range(4):
+        (root / f"test_{index}.py").write_text("def test_it(): pass\n")
+    reports = {}
+    for shard in ("1/2", "2/2", "1/3"):
+        path = root / f"run-{shard.replace('/', 'of')}.json"
+        subprocess.run(
+            [
+                sys.executable, "-m", "pytest", "-p", "isolation", "-q",
+                f"--isolation-shard={shard}", "--isolation-shard-strategy=round-robin",
+                f"--isolation-report={path}",
+            ],
+            cwd=root, capture_output=True, timeout=TIMEOUT, check=True,
+        )  # fmt: skip
+        reports[shard] = json.loads(path.read_text())
+    return reports
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda d: d.pop("created"), "$: 'created' is a required property"),
+        (lambda d: d.update(files="x"), "$.files: 'x' is not of type 'array'"),
+        (lambda d: d["files"][0].update(path=None), "$.files[0].path: None is not of type"),
+        (lambda d: d["totals"]["tests"].update(passed="many"), "$.totals.tests.passed: 'many'"),
+        (lambda d: d.update(exit_code="x"), "$.exit_code: 'x' is not of type 'integer'"),
+    ],
+)
+def test_merge_validates_every_report_against_the_schema(
+    shard_reports: dict[str, dict[str, Any]],
+    tmp_path: Path,
+    damage: Callable[[dict[str, Any]], object],
+    problem: str,
+) -> None:
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(shard_reports["1/2"]))
+    broken = copy.deepcopy(shard_reports["2/2"])
+    damage(broken)
+    bad.write_text(json.dumps(broken))
+    done = _merge(str(good), str(bad), "-o", str(tmp_path / "merged.json"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: {bad}: {problem}"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "merged.json").exists()
+
+
+def test_merge_refuses_missing_and_mixed_shards(
+    shard_reports: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    paths = {}
+    for shard, document in shard_reports.items():
+        paths[shard] = tmp_path / f"{shard.replace('/', 'of')}.json"
+        paths[shard].write_text(json.dumps(document))
+    alone = _merge(str(paths["1/2"]))
+    assert alone.returncode == 2
+    assert "error: shard 2/2 missing (merge them all, or pass --partial)" in alone.stderr
+    partial = _merge(str(paths["1/2"]), "--partial")
+    assert partial.returncode == 0, partial.stderr
+    assert "warning: shard 2/2 missing: the merged report is partial" in partial.stderr
+    mixed = _merge(str(paths["1/2"]), str(paths["1/3"]))
+    assert mixed.returncode == 2
+    assert "error: the reports are shards of different splits" in mixed.stderr
+    twice = _merge(str(paths["1/2"]), str(paths["1/2"]))
+    assert twice.returncode == 2
+    assert "shard 1/2 is also" in twice.stderr
+    whole = _merge(str(paths["1/2"]), str(paths["2/2"]))
+    assert whole.returncode == 0, whole.stderr
+
+
+def test_merge_to_a_directory_is_refused(
+    shard_reports: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps(shard_reports["1/2"]))
+    done = _merge(str(report), "--partial", "-o", str(tmp_path))
+    assert done.returncode == 2
+    assert "exists and is not a regular file; refusing to replace it" in done.stderr
+    assert "Traceback" not in done.stderr

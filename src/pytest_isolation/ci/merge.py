@@ -17,12 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_isolation.ci.runreport import SCHEMA
 from pytest_isolation.ci.runreport import SCHEMA_VERSION
+from pytest_isolation.core import outputs
 
 
 class MergeError(Exception):
     """A report that cannot be merged; the message names the file."""
+
+
+#: The run report's JSON Schema, shipped with the package.
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "run-report.schema.json"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -30,7 +37,7 @@ def load(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise MergeError(f"{path}: cannot read it: {error.strerror}") from None
-    except ValueError as error:
+    except ValueError as error:  # not JSON, or not UTF-8
         raise MergeError(f"{path}: not JSON: {error}") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise MergeError(f"{path}: not a pytest-isolation run report")
@@ -39,7 +46,54 @@ def load(path: Path) -> dict[str, Any]:
             f"{path}: run report version {document.get('version')!r}; "
             f"this pytest-isolation reads version {SCHEMA_VERSION}"
         )
+    problem = schema_problem(document)
+    if problem is not None:
+        raise MergeError(f"{path}: {problem}")
     return document
+
+
+def schema_problem(document: object) -> str | None:
+    """Where ``document`` breaks the run report's JSON Schema, and how
+    (``$.files[0].path: None is not of type 'string'``), or None."""
+    try:
+        import jsonschema  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        raise MergeError(
+            "merging needs the jsonschema package to check the reports: "
+            "pip install 'pytest-isolation[merge]'"
+        ) from None
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    return None if error is None else f"{error.json_path}: {error.message}"
+
+
+def check_shards(documents: Sequence[tuple[Path, dict[str, Any]]], partial: bool) -> list[str]:
+    """The shards must be one split: the same total, each index once, and
+    (unless ``partial``) all of them.  Returns warnings for ``partial``."""
+    shards = [(path, document["shard"]) for path, document in documents]
+    split = [(path, shard) for path, shard in shards if shard is not None]
+    if not split:
+        return []
+    if len(split) != len(shards):
+        whole = next(path for path, shard in shards if shard is None)
+        raise MergeError(f"{whole}: a report of a whole run cannot be merged with shards")
+    totals = {shard["total"] for _, shard in split}
+    if len(totals) > 1:
+        listed = ", ".join(f"{path} ({shard['index']}/{shard['total']})" for path, shard in split)
+        raise MergeError(f"the reports are shards of different splits: {listed}")
+    total = totals.pop()
+    seen: dict[int, Path] = {}
+    for path, shard in split:
+        if shard["index"] in seen:
+            raise MergeError(
+                f"{path}: shard {shard['index']}/{total} is also {seen[shard['index']]}"
+            )
+        seen[shard["index"]] = path
+    missing = [f"{index}/{total}" for index in range(1, total + 1) if index not in seen]
+    if missing and not partial:
+        raise MergeError(f"shard {', '.join(missing)} missing (merge them all, or pass --partial)")
+    return [f"shard {', '.join(missing)} missing: the merged report is partial"] if missing else []
 
 
 def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
@@ -93,17 +147,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "-o", "--output", type=Path, help="where to write the merged report (default: stdout)"
     )
+    parser.add_argument(
+        "--partial", action="store_true", help="merge even when some shards are missing"
+    )
     options = parser.parse_args(argv)
     try:
-        merged = merge([(path, load(path)) for path in options.reports])
-    except MergeError as error:
+        target = None if options.output is None else outputs.checked(options.output, "-o")
+        documents = [(path, load(path)) for path in options.reports]
+        warnings = check_shards(documents, options.partial)
+        merged = merge(documents)
+    except (MergeError, pytest.UsageError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     text = json.dumps(merged, indent=2) + "\n"
-    if options.output is None:
+    if target is None:
         sys.stdout.write(text)
     else:
-        options.output.write_text(text, encoding="utf-8")
+        failed = outputs.write(target, text)
+        if failed is not None:
+            print(f"error: {failed}", file=sys.stderr)
+            return 2
     totals = merged["totals"]
     counts = ", ".join(f"{n} {name}" for name, n in totals["tests"].items() if n)
     print(
