@@ -201,3 +201,32 @@ def test_a_bad_finder_json_path_is_refused_before_the_search(pytester: pytest.Py
         "--isolation-find-json: '*adir' exists and is not a regular file; refusing to replace it",
         prefix="isolation: ",
     )
+
+
+def test_a_bad_selector_record_path_is_refused_before_selecting(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "adir").mkdir()
+    result = run(pytester, "--isolation-for=test_a.py", "--isolation-json=adir")
+    assert_refused(
+        pytester,
+        result,
+        "--isolation-json: '*adir' exists and is not a regular file; refusing to replace it",
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--isolation-quarantine=/dev/zero", "--isolation-quarantine: cannot read the quarantine "
+         "file '/dev/zero': not a regular file"),
+        ("--isolation-durations=/dev/zero", "--isolation-durations: cannot read '/dev/zero': not a "
+         "regular file"),
+    ],
+)  # fmt: skip
+def test_an_input_that_is_not_a_regular_file_is_refused_not_read_forever(
+    pytester: pytest.Pytester, option: str, message: str
+) -> None:
+    args = [option, "--isolation-shard=1/1"] if "durations" in option else [option]
+    result = run(pytester, *args)
+    assert_refused(pytester, result, message)

@@ -34,7 +34,7 @@ SCHEMA_FILE = Path(__file__).resolve().parent.parent / "run-report.schema.json"
 
 def load(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(outputs.read_input(path))
     except OSError as error:
         raise MergeError(f"{path}: cannot read it: {error.strerror}") from None
     except ValueError as error:  # not JSON, or not UTF-8

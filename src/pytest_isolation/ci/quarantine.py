@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import options
+from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.nodeid import selects
@@ -115,7 +116,7 @@ def load(path: Path, source: str, root: Path) -> list[Entry]:
 
 def _read(path: Path, source: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return outputs.read_input(path)
     except OSError as error:
         problem = error.strerror or str(error)
     except UnicodeDecodeError as error:

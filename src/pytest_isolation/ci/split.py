@@ -171,7 +171,7 @@ def assign(
 def load_durations(path: Path) -> dict[str, float]:
     """A durations file: ``{"path/to/test_x.py": seconds, ...}``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(outputs.read_input(path))
     except FileNotFoundError:
         raise pytest.UsageError(f"--isolation-durations: no such file: {str(path)!r}") from None
     except OSError as error:  # a directory, a file it may not read

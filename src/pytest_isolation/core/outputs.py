@@ -1,5 +1,6 @@
 """Files the plugin writes at the end of a run (the run report, the stored
-durations): checked when pytest starts, written safely when it ends.
+durations): checked when pytest starts, written safely when it ends; and
+the files it reads, which must be regular files.
 
 A path is checked before any test runs, so a typo costs nothing: it must be
 a regular file, a symlink to one, or a new file in a directory this process
@@ -14,6 +15,7 @@ the junit XML or the exit code.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -61,3 +63,14 @@ def write(target: Path, text: str) -> str | None:
             temporary.unlink()
         return f"cannot write {str(target)!r}: {error.strerror or error}"
     return None
+
+
+def read_input(path: Path) -> str:
+    """The text of an input file the user named (a quarantine list, a
+    durations file, an ``@FILE`` listing): a regular file only, as UTF-8.
+    ``/dev/zero`` or a FIFO would be read forever; they raise ``OSError``
+    ("not a regular file") like a missing file, for the caller's message."""
+    with open(path, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return stream.read().decode("utf-8")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 from pytest_isolation.selector.scopes import SCOPES
@@ -130,9 +129,8 @@ class Decision:
             "message": self.message,
         }
 
-    def write_json(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+    def json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2) + "\n"
 
 
 # -- refusals -------------------------------------------------------------------

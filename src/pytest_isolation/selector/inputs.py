@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_isolation.core import outputs
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.project import is_global_trigger
 
@@ -29,7 +30,7 @@ def read_for_values(values: Sequence[str], cwd: Path, stdin: Callable[[], str]) 
         elif value.startswith("@"):
             listing = cwd / value[1:]
             try:
-                text = listing.read_text(encoding="utf-8")
+                text = outputs.read_input(listing)
             except OSError as error:
                 raise InvalidInput(
                     f"--isolation-for {value}: cannot read {str(listing)!r}: {error.strerror}"

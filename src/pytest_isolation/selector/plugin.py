@@ -36,8 +36,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     # Imported only when the selector runs: every pytest process loads this module.
     from pytest_isolation.selector import decision as decide
     from pytest_isolation.selector.run import Selector
+    from pytest_isolation.selector.run import json_target
     from pytest_isolation.selector.run import record
     from pytest_isolation.selector.run import run_selector
+
+    json_target(config)  # a path that cannot be written: a usage error before anything
 
     decision = run_selector(config)
     record(config, decision)

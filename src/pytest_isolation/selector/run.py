@@ -8,11 +8,13 @@ import glob
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_isolation.core import options
+from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.names import VERSION
 from pytest_isolation.filemode.nodes import ChildCollectionError
@@ -280,6 +282,17 @@ def count_items(session: pytest.Session) -> int:
 
 
 def record(config: pytest.Config, decision: Decision) -> None:
+    target = json_target(config)
+    if target is not None:
+        failed = outputs.write(target, decision.json_text())
+        if failed is not None:
+            sys.stderr.write(f"isolation: the decision record was not written: {failed}\n")
+
+
+def json_target(config: pytest.Config) -> Path | None:
+    """Where ``--isolation-json`` writes the record, checked (a usage error
+    before anything runs, see :mod:`pytest_isolation.core.outputs`)."""
     path = config.getoption("isolation_json")
-    if path:
-        decision.write_json(config.invocation_params.dir / path)
+    if not path:
+        return None
+    return outputs.checked(config.invocation_params.dir / path, "--isolation-json")
