@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 
 STRATEGIES = ("auto", "round-robin", "duration")
@@ -66,7 +67,7 @@ def from_environment(environ: Mapping[str, str]) -> Shard | None:
             index_text, total_text = environ[index_name], environ[total_name]
             first = 0 if zero_based else 1
             values = f"{index_name}={index_text!r}, {total_name}={total_text!r}"
-            if not (_whole(index_text) and _whole(total_text)):
+            if not (options.whole(index_text) and options.whole(total_text)):
                 raise pytest.UsageError(
                     f"{index_name}/{total_name}: invalid values {values}; expected whole numbers"
                 )
@@ -80,11 +81,6 @@ def from_environment(environ: Mapping[str, str]) -> Shard | None:
                 )
             return Shard(index + 1 - first, total, f"{index_name}/{total_name}")
     return None
-
-
-def _whole(text: str) -> bool:
-    """ASCII digits only (``int()`` also takes ``" 3"``, ``"+3"`` and ``"٣"``)."""
-    return text.isascii() and text.isdigit()
 
 
 def round_robin(files: Iterable[str], total: int) -> dict[str, int]:

@@ -76,6 +76,11 @@ def boolean(config: pytest.Config, dest: str, default: bool = False) -> bool:
     return TRUTH[value.lower()]
 
 
+def whole(text: str) -> bool:
+    """ASCII digits only (``int()`` also takes ``" 3"``, ``"+3"`` and ``"٣"``)."""
+    return text.isascii() and text.isdigit()
+
+
 def count(
     config: pytest.Config,
     dest: str,
@@ -89,7 +94,7 @@ def count(
     value, source = raw(config, dest, ini)
     if not value:
         return None
-    number = int(value) if value.isascii() and value.isdigit() else None
+    number = int(value) if whole(value) else None
     if number is None or not minimum <= number <= maximum:
         wanted = expected or (
             "a positive whole number" if minimum == 1 else f"a whole number of {minimum} or more"

@@ -322,8 +322,6 @@ class FileModeController:
             return Death(f"timed out after {timeout:g} s", tail)
         except BaseException:
             end_at_once(child)
-            child.wait()
-            child.close()
             raise
         end = relay.end
         if end.interrupted:

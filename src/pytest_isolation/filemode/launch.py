@@ -426,10 +426,13 @@ def _signal_all(pids: set[int], number: int) -> None:
 
 def end_at_once(child: Child) -> None:
     """End a child and every process it started, now (the run was
-    interrupted): found before the kill, which would cut their parent links."""
+    interrupted), and reap it: the descendants are found before the kill,
+    which would cut their parent links."""
     tree = _tree(child.pid)
     child.kill()
     _signal_all(tree, signal.SIGKILL)
+    child.wait()
+    child.close()
 
 
 def end_tree(child: Child, grace: float) -> None:

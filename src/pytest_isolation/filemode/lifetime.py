@@ -9,7 +9,6 @@ in the parent, so that a forked child finds it loaded.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
@@ -17,17 +16,32 @@ import sys
 import threading
 from typing import Any
 
+from pytest_isolation.core.signals import signal_name
+
 #: Linux's prctl option: the signal a process gets when its parent ends.
 PR_SET_PDEATHSIG = 1
+
+
+def _find_prctl() -> Any:
+    """libc's ``prctl``, looked up once, in the parent: a forked child
+    inherits it and calls it without opening libc again."""
+    if sys.platform != "linux":
+        return None
+    try:
+        return ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):  # no libc to ask: children end as before
+        return None
+
+
+_prctl = _find_prctl()
 
 
 def die_with_parent(parent: int) -> None:
     """Get SIGKILL when ``parent`` ends (Linux only), and end now if it has
     already gone (between its fork or spawn and this call)."""
-    if sys.platform != "linux":
+    if _prctl is None:
         return
-    with contextlib.suppress(OSError, AttributeError):  # no libc to ask: as before
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if parent and os.getppid() != parent:
         os._exit(1)
 
@@ -38,9 +52,7 @@ ENDING = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _interrupt(number: int, frame: object) -> None:
-    sys.stderr.write(
-        f"isolation: {signal.Signals(number).name} received: ending the run as Ctrl-C does\n"
-    )
+    sys.stderr.write(f"isolation: {signal_name(number)} received: ending the run as Ctrl-C does\n")
     raise KeyboardInterrupt
 
 
