@@ -26,8 +26,17 @@ from pathlib import Path
 def test_done():
     pass
 
+def ancestors():  # this process's parent, its parent and so on
+    pid, found = os.getppid(), []
+    while pid > 1:
+        found.append(pid)
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            pid = int(stat.read().rpartition(b")")[2].split()[1])
+    return found
+
 def test_hangs():
     grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    Path("ancestors").write_text(" ".join(map(str, ancestors())))
     Path("pids").write_text(f"{os.getpid()} {grandchild.pid}")
     time.sleep(120)
 """
@@ -41,8 +50,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-def start(pytester: pytest.Pytester, start_method: str) -> subprocess.Popen[str]:
-    pytester.makepyfile(test_hang=HANGS)
+def start(
+    pytester: pytest.Pytester, start_method: str, *args: str, source: str = HANGS
+) -> subprocess.Popen[str]:
+    pytester.makepyfile(test_hang=source)
     return subprocess.Popen(
         [
             sys.executable,
@@ -55,6 +66,7 @@ def start(pytester: pytest.Pytester, start_method: str) -> subprocess.Popen[str]
             "--isolation-mode=file",
             f"--isolation-start={start_method}",
             "--junitxml=junit.xml",
+            *args,
         ],
         cwd=pytester.path,
         stdout=subprocess.PIPE,
@@ -62,6 +74,16 @@ def start(pytester: pytest.Pytester, start_method: str) -> subprocess.Popen[str]
         text=True,
         start_new_session=True,
     )
+
+
+def start_xdist(pytester: pytest.Pytester, start_method: str, sigint: str) -> subprocess.Popen[str]:
+    """One xdist worker, started with SIGINT as ``sigint`` says."""
+    handler = signal.SIG_IGN if sigint == "ignored" else signal.SIG_DFL
+    before = signal.signal(signal.SIGINT, handler)  # inherited by the run
+    try:
+        return start(pytester, start_method, "-p", "xdist", "-n", "1")
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def running_pids(pytester: pytest.Pytester, parent: subprocess.Popen[str]) -> list[int]:
@@ -72,6 +94,14 @@ def running_pids(pytester: pytest.Pytester, parent: subprocess.Popen[str]) -> li
         assert time.monotonic() < deadline, "the test never started"
         time.sleep(0.05)
     return [int(pid) for pid in pids.read_text().split()]
+
+
+def below(pytester: pytest.Pytester, parent: subprocess.Popen[str]) -> list[int]:
+    """The processes between ``parent`` and the running test (the xdist worker,
+    the fork server)."""
+    chain = [int(pid) for pid in (pytester.path / "ancestors").read_text().split()]
+    assert parent.pid in chain, (parent.pid, chain)
+    return chain[: chain.index(parent.pid)]
 
 
 def gone_soon(pids: list[int], seconds: float = 10.0) -> list[int]:
@@ -106,6 +136,39 @@ def test_sigterm_ends_the_run_as_ctrl_c_does(
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_an_interrupt_reports_every_test_the_child_finished(
+    pytester: pytest.Pytester, start_method: str
+) -> None:
+    """Reports the child sent before it was ended are read and reported, not
+    lost: here the parent takes 0.3 s over each, so at the SIGTERM nine or
+    ten of them are still in the pipe."""
+    pytester.makeconftest(
+        """
+        import sys, time, pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_logreport(report):
+            if report.when == "call" and "test_hang" not in sys.modules:  # the parent
+                time.sleep(0.3)
+        """
+    )
+    quick = "import pytest\n@pytest.mark.parametrize('n', range(10))\ndef test_quick(n): pass\n"
+    parent = start(pytester, start_method, source=quick + HANGS.replace("def test_done", "def _"))
+    try:
+        pids = running_pids(pytester, parent)
+        parent.send_signal(signal.SIGTERM)
+        stdout, stderr = parent.communicate(timeout=TIMEOUT)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == pytest.ExitCode.INTERRUPTED, stdout + stderr
+    assert "10 passed" in stdout, stdout
+    junit = Path(pytester.path, "junit.xml").read_text()
+    assert 'tests="10"' in junit
+    assert gone_soon(pids) == []
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_a_parent_killed_outright_takes_its_child_with_it(
     pytester: pytest.Pytester, start_method: str
 ) -> None:
@@ -115,6 +178,50 @@ def test_a_parent_killed_outright_takes_its_child_with_it(
         parent.kill()
         parent.communicate(timeout=TIMEOUT)
         assert gone_soon([child]) == [], "the file's child outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_to_the_xdist_controller_ends_every_worker_s_tree(
+    pytester: pytest.Pytester, sigint: str
+) -> None:
+    """The controller ends as on Ctrl-C; its workers end their children's trees
+    (execnet interrupts a busy worker after 5 s), also when the run was started
+    with SIGINT ignored, as a shell's background job is."""
+    parent = start_xdist(pytester, "fork", sigint)
+    try:
+        pids = running_pids(pytester, parent)
+        pids += below(pytester, parent)
+        time.sleep(1.0)  # the controller has test_done's report
+        parent.send_signal(signal.SIGTERM)
+        stdout, stderr = parent.communicate(timeout=TIMEOUT)
+        left = gone_soon(pids, 15.0)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == pytest.ExitCode.INTERRUPTED, stdout + stderr
+    assert "isolation: SIGTERM received: ending the run as Ctrl-C does" in stderr
+    assert "1 passed" in stdout
+    assert 'name="test_done"' in Path(pytester.path, "junit.xml").read_text()
+    assert left == [], "a process of the run outlived it"
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_an_xdist_controller_killed_outright_takes_every_worker_s_tree(
+    pytester: pytest.Pytester, start_method: str
+) -> None:
+    """The worker gets SIGTERM when its controller ends and ends its child's
+    whole tree, the test's own subprocess included (without it, execnet's
+    SIGINT would end the worker, but not one started with SIGINT ignored)."""
+    parent = start_xdist(pytester, start_method, "ignored")
+    try:
+        pids = running_pids(pytester, parent)
+        pids += below(pytester, parent)
+        parent.kill()
+        parent.communicate(timeout=TIMEOUT)
+        assert gone_soon(pids) == [], "a process of the run outlived its killed controller"
     finally:
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)

@@ -57,6 +57,9 @@ from pytest_isolation.filemode.relay import FileRelay
 
 __all__ = ["FileModeController"]
 
+#: How long an interrupted run reads what its ended child had sent.
+_DRAIN_SECONDS = 1.0
+
 # Options of pytest's own selection whose work moves into the children, by dest.
 _CHILD_SELECTION_OPTIONS = {"keyword": "", "markexpr": "", "deselect": None}
 
@@ -309,8 +312,9 @@ class FileModeController:
         """
         timeout = self.settings.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
+        receiver = wire.Receiver(child.stream)
         try:
-            for kind, payload in wire.receive(child.stream, deadline):
+            for kind, payload in receiver.messages(deadline):
                 relay.handle(kind, payload)
                 if relay.end.finished:
                     break
@@ -320,6 +324,14 @@ class FileModeController:
             relay.process_ended(child.wait(), timed_out=True)
             child.close()
             return Death(f"timed out after {timeout:g} s", tail)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: report what the child finished
+            end_at_once(child, keep_stream=True)
+            try:
+                for kind, payload in receiver.drain(_DRAIN_SECONDS):
+                    relay.handle(kind, payload)
+            finally:
+                child.close()
+            raise
         except BaseException:
             end_at_once(child)
             raise

@@ -424,15 +424,17 @@ def _signal_all(pids: set[int], number: int) -> None:
             os.kill(pid, number)
 
 
-def end_at_once(child: Child) -> None:
+def end_at_once(child: Child, keep_stream: bool = False) -> None:
     """End a child and every process it started, now (the run was
     interrupted), and reap it: the descendants are found before the kill,
-    which would cut their parent links."""
+    which would cut their parent links.  With ``keep_stream``, what it sent
+    can still be read; the caller closes it."""
     tree = _tree(child.pid)
     child.kill()
     _signal_all(tree, signal.SIGKILL)
     child.wait()
-    child.close()
+    if not keep_stream:
+        child.close()
 
 
 def end_tree(child: Child, grace: float) -> None:

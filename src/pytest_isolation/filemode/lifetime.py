@@ -36,14 +36,28 @@ def _find_prctl() -> Any:
 _prctl = _find_prctl()
 
 
-def die_with_parent(parent: int) -> None:
-    """Get SIGKILL when ``parent`` ends (Linux only), and end now if it has
-    already gone (between its fork or spawn and this call)."""
+def die_with_parent(parent: int, number: int = signal.SIGKILL) -> None:
+    """Get signal ``number`` when ``parent`` ends (Linux only), and end now if
+    it has already gone (between its fork or spawn and this call)."""
     if _prctl is None:
         return
-    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    _prctl(PR_SET_PDEATHSIG, int(number), 0, 0, 0)
     if parent and os.getppid() != parent:
         os._exit(1)
+
+
+def end_with_controller() -> None:
+    """In an xdist worker in file mode: end the running child's whole tree as on
+    an interrupt when the controller ends or stops, instead of being killed
+    with the child's tree left running.
+
+    The worker gets SIGTERM when the controller ends, however it ends (then
+    :func:`interrupt_on_ending`).  A controller that stops sends its busy
+    workers SIGINT (execnet does, after 5 s); a worker started with SIGINT
+    ignored (a shell's background job) takes it all the same."""
+    die_with_parent(os.getppid(), signal.SIGTERM)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 #: Signals that end a file-mode run the way Ctrl-C does: CI cancellation and

@@ -136,25 +136,56 @@ def receive(stream: BinaryIO, deadline: float | None = None) -> Iterator[Message
     ``deadline`` (``time.monotonic()``), raises :class:`TimedOut` when it
     passes while waiting.
     """
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError):  # an in-memory stream (tests): read it directly
-        fd = -1
-    buffer = bytearray()
-    while True:
+    return Receiver(stream).messages(deadline)
+
+
+class Receiver:
+    """The messages on one stream.  What was read but not yet yielded outlives
+    an interrupt while waiting, so that :meth:`drain` can still give it."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        try:
+            self.fd = stream.fileno()
+        except (OSError, ValueError):  # an in-memory stream (tests): read it directly
+            self.fd = -1
+        self.buffer = bytearray()
+
+    def messages(self, deadline: float | None = None) -> Iterator[Message]:
+        """As :func:`receive`."""
+        while True:
+            yield from self._whole()
+            if deadline is not None and self.fd >= 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+                    raise TimedOut
+            if not self._read_more():
+                return
+
+    def drain(self, seconds: float) -> Iterator[Message]:
+        """The whole messages left, once the writer has ended: what is read
+        until the end of the stream, for at most ``seconds`` (a descendant
+        that escaped its end may still hold the pipe open)."""
+        deadline = time.monotonic() + seconds
+        while self.fd >= 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+                break
+            if not self._read_more():
+                break
+        return self._whole()
+
+    def _whole(self) -> Iterator[Message]:
+        buffer = self.buffer
         while len(buffer) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(buffer)
             if len(buffer) < _HEADER.size + size:
                 break
             body = bytes(buffer[_HEADER.size : _HEADER.size + size])
             del buffer[: _HEADER.size + size]
-            kind, payload = pickle.loads(body)
-            yield kind, payload
-        if deadline is not None and fd >= 0:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                raise TimedOut
-        chunk = _read(fd, 1 << 16) if fd >= 0 else stream.read(1 << 16)
-        if not chunk:
-            return
-        buffer += chunk
+            yield pickle.loads(body)
+
+    def _read_more(self) -> bool:
+        chunk = _read(self.fd, 1 << 16) if self.fd >= 0 else self.stream.read(1 << 16)
+        self.buffer += chunk
+        return bool(chunk)

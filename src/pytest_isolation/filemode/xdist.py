@@ -17,6 +17,7 @@ import pytest
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
+from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode.childend import apply_raised_status
 from pytest_isolation.filemode.childend import write_raised_status
@@ -30,6 +31,7 @@ class WorkerFileMode:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        lifetime.end_with_controller()
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -57,9 +59,11 @@ class ControllerFileMode:
         #: The exit status a plugin raised at the end of a child's session, and the file's.
         self.status = 0
         self.status_from = ""
+        self.ending: dict[int, Any] = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        self.ending = lifetime.interrupt_on_ending()  # until the session finishes
 
     def pytest_report_header(self) -> list[str]:
         return [
@@ -84,6 +88,7 @@ class ControllerFileMode:
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        lifetime.put_back(self.ending)
         fail_if_not_found(session, self.notfound)
         apply_raised_status(session, self.status)
 
