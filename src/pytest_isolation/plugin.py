@@ -38,6 +38,8 @@ _HELP = {
     "fixture or test module import leaves changed (mock patches, sys.modules, module "
     "attributes, os.environ, cwd, sys.path, logging, signals, ...); warn also warns, error "
     "fails the test; off does nothing.",
+    "isolation_preload": "File mode with fork: the fork server imports the modules the test "
+    "files import before the first child (auto), or not (off).",
     "isolation_retry_scope": "With --isolation-retries: rerun only a file's failed tests "
     "(failed) or the whole file (file).",
 }

@@ -15,6 +15,7 @@ MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
 START_METHODS = ("auto", "fork", "spawn")
 RETRY_SCOPES = ("failed", "file")
+PRELOAD = ("auto", "off")
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
 CHOICES = {
@@ -22,6 +23,7 @@ CHOICES = {
     "isolation_start": START_METHODS,
     "isolation_leaks": LEAK_POLICIES,
     "isolation_retry_scope": RETRY_SCOPES,
+    "isolation_preload": PRELOAD,
 }
 
 
@@ -38,6 +40,8 @@ class Settings:
     #: File mode: more attempts at a file whose child failed, and what they rerun.
     retries: int = 0
     retry_scope: str = "failed"
+    #: File mode: the fork server imports what the test files import (auto) or not (off).
+    preload: str = "auto"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:

@@ -50,6 +50,14 @@ def save() -> None:
         current.save()
 
 
+def save_so_far() -> None:
+    """In the fork server, after preloading: save what the imports measured;
+    the measurement goes on, for each child to replace with its own."""
+    current = _current()
+    if current is not None:
+        current.save()
+
+
 def quiet_parent() -> None:
     """In the parent: its own measurement is empty (the children run the
     tests), which is no reason for coverage's "No data was collected"

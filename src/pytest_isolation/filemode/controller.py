@@ -9,7 +9,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -38,7 +37,6 @@ from pytest_isolation.filemode.child import run_forked
 from pytest_isolation.filemode.childend import apply_raised_status
 from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.launch import Child
-from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Warm
 from pytest_isolation.filemode.launch import describe_exit
 from pytest_isolation.filemode.launch import end_at_once
@@ -54,6 +52,7 @@ from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
 from pytest_isolation.filemode.nodes import IsolatedFileItem
 from pytest_isolation.filemode.relay import FileRelay
+from pytest_isolation.filemode.servers import Servers
 
 __all__ = ["FileModeController"]
 
@@ -118,12 +117,14 @@ class FileModeController:
         self.notfound: list[str] = []
         #: The SIGTERM/SIGHUP handlers to put back when the session finishes.
         self.ending: dict[int, Any] = {}
-        #: A forked child prepared ahead of time for the next file.
+        #: A forked child prepared ahead of time for the next file, and whether
+        #: it comes from the preloading fork server.
         self.warm: Warm | None = None
+        self.warm_preloads = False
         #: Children started for a file before pytest's loop reached it, by item index.
         self.started: dict[int, Child] = {}
-        #: Forks the prepared children of the run (started at the first file).
-        self.server: ForkServer | None = None
+        #: Fork the prepared children of the run (started at the first file).
+        self.servers: Servers | None = None
         #: Index of each placeholder in session.items, for children forked ahead.
         self.positions: dict[pytest.Item, int] = {}
         #: Children that finished and still need reaping.
@@ -226,7 +227,7 @@ class FileModeController:
         and again while something failed and retries are left.  ``following``
         is the index of the file the run goes on with (under xdist, the next
         one scheduled for this worker), whose child starts early."""
-        more = following is not None
+        more = self._path_at(following)
         started = time.monotonic()
         retries, scope = self.settings.retries, self.settings.retry_scope
         relay = FileRelay(file, self._not_found, retries=retries, scope=scope)
@@ -275,11 +276,18 @@ class FileModeController:
         items = session.items
         file = items[index].parent
         assert isinstance(file, IsolatedFile)
-        more = index + 1 < len(items) and isinstance(items[index + 1], IsolatedFileItem)
+        more = self._path_at(index + 1)
         spec = wire.ChildSpec(
             path=str(file.path), selectors=self._selectors(file.path), maxfail=self._failures_left()
         )
         self.started[index] = self._start(spec, file, index, more)
+
+    def _path_at(self, index: int | None) -> Path | None:
+        """The file of the placeholder at ``index`` in ``session.items``, if any."""
+        items = self.config.stash[_SESSION].items
+        if index is None or index >= len(items) or not isinstance(items[index], IsolatedFileItem):
+            return None
+        return items[index].path
 
     def collect_in_child(self, file: pytest.File) -> list[ChildTest]:
         """``--collect-only``: ask a child for the file's tests, return stand-ins."""
@@ -355,8 +363,10 @@ class FileModeController:
         return death
 
     def _start(
-        self, spec: wire.ChildSpec, file: pytest.File, index: int = -1, more: bool = False
+        self, spec: wire.ChildSpec, file: pytest.File, index: int = -1, more: Path | None = None
     ) -> Child:
+        """A child for ``file``; ``more``: the file after it, whose child is
+        forked ahead."""
         self.exited = [child for child in self.exited if not child.poll()]
         if self.basetemp is None:
             self.basetemp = shared_basetemp(self.config)
@@ -380,11 +390,13 @@ class FileModeController:
             return spawn_child(spec, args, str(params.dir), self.environ)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
-        warm = self.warm if self.warm is not None else self._fork_ahead()
+        if self.warm is not None and self.warm_preloads != self._servers().preloads(file.path):
+            self._discard_warm()
+        warm = self.warm if self.warm is not None else self._fork_ahead(file.path)
         self.warm = None
         child = warm.activate(spec, index)
-        if more:
-            self.warm = self._fork_ahead()
+        if more is not None:
+            self.warm = self._fork_ahead(more)
         return child
 
     def _fork_now(self, file: pytest.File) -> Warm:
@@ -396,18 +408,18 @@ class FileModeController:
 
         return fork_warm(body)
 
-    def _fork_ahead(self) -> Warm:
-        """A prepared child from the fork server, for whichever file comes next."""
-        if self.server is None:
+    def _fork_ahead(self, path: Path) -> Warm:
+        """A prepared child from the fork server for ``path``, forked ahead."""
+        servers = self._servers()
+        warm = servers.server_for(path).fork()
+        self.warm_preloads = servers.preloads(path)
+        return warm
+
+    def _servers(self) -> Servers:
+        if self.servers is None:
             session = self.config.stash[_SESSION]
-
-            def prepare() -> Callable[[int, int], None]:
-                plugin = prepare_forked(session)
-                environ = self.environ
-                return lambda control, fd: run_forked(session, plugin, control, fd, None, environ)
-
-            self.server = ForkServer.start(prepare)
-        return self.server.fork()
+            self.servers = Servers(session, self.environ, self.settings.preload == "auto")
+        return self.servers
 
     def _discard_warm(self) -> None:
         if self.warm is not None:
@@ -423,9 +435,8 @@ class FileModeController:
         for child in self.exited:
             child.wait()
         self.exited = []
-        if self.server is not None:
-            self.server.close()
-            self.server = None
+        if self.servers is not None:
+            self.servers.close()
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)
@@ -451,9 +462,24 @@ class FileModeController:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         self.environ = dict(os.environ)
         childcov.quiet_parent()
+        files = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
         if not is_worker(self.config):  # an xdist controller counts its workers' files
-            files = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
             progress.estimate(session, [file for file in files if file is not None])
+        if self.method == "fork" and files and not self.config.option.collectonly:
+            self._start_preloading([file.path for file in files if file is not None])
+
+    def _start_preloading(self, paths: list[Path]) -> None:
+        """Plan what to preload and start the server that does, so that the
+        header can say what it preloaded."""
+        servers = self._servers()
+        servers.make_plan(paths)
+        first = next((path for path in paths if servers.preloads(path)), None)
+        if first is None or is_worker(self.config):  # a worker forks in xdist's loop
+            return
+        servers.server_for(first)
+        if self.config.option.verbose >= 0:
+            for line in servers.lines(self.config.option.verbose):
+                _write_line(self.config, line)
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

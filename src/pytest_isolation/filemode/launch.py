@@ -23,6 +23,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
+from collections.abc import Sequence
 from typing import IO
 from typing import BinaryIO
 
@@ -250,22 +251,32 @@ class ForkServer:
     the exit status of the ones that died.
     """
 
-    def __init__(self, pid: int, channel: socket.socket) -> None:
+    def __init__(self, pid: int, channel: socket.socket, hello: bytes = b"") -> None:
         self.pid = pid
         self.channel = channel
+        #: What ``prepare()`` had to say (what the server preloaded).
+        self.hello = hello
 
     @classmethod
-    def start(cls, prepare: Callable[[], Callable[[int, int], None]]) -> ForkServer:
-        """Fork the server; ``prepare()`` runs in it once and returns each child's body."""
+    def start(
+        cls,
+        prepare: Callable[[], tuple[Callable[[int, int], None], bytes]],
+        others: Sequence[ForkServer] = (),
+    ) -> ForkServer:
+        """Fork the server; ``prepare()`` runs in it once and returns each
+        child's body and a message for the parent, which waits for it.  The
+        server lets go of the ``others``' channels, so that each ends when
+        the parent closes its own."""
         channel, server_end = socket.socketpair()
         parent = os.getpid()
         pid = _fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-            body = lambda: _serve(server_end, prepare())  # noqa: E731
-            _child_main((channel.fileno(),), stderr, body, parent)
+            close = (channel.fileno(), *(other.channel.fileno() for other in others))
+            _child_main(close, stderr, lambda: _serve(server_end, *prepare()), parent)
         server_end.close()
-        return cls(pid, channel)
+        size = int.from_bytes(_recv_exactly(channel, 4), "big")
+        return cls(pid, channel, _recv_exactly(channel, size))
 
     def fork(self) -> Warm:
         """A new prepared child, waiting for its file."""
@@ -301,8 +312,9 @@ def _recv_exactly(channel: socket.socket, size: int) -> bytes:
     return data
 
 
-def _serve(channel: socket.socket, body: Callable[[int, int], None]) -> None:
+def _serve(channel: socket.socket, body: Callable[[int, int], None], hello: bytes) -> None:
     """The fork server's loop: fork prepared children, report exit codes."""
+    channel.sendall(len(hello).to_bytes(4, "big") + hello)
     exited: dict[int, int] = {}
     while request := _recv_exactly(channel, 1):
         _reap(exited)

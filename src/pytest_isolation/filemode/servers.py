@@ -1,0 +1,153 @@
+"""The run's fork servers: one that preloads what the test files import, and
+one without preloads, for the files that must not start from it
+(:mod:`.preload` says which, and why)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Callable
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pytest_isolation.filemode import childcov
+from pytest_isolation.filemode import preload
+from pytest_isolation.filemode.child import prepare_forked
+from pytest_isolation.filemode.child import run_forked
+from pytest_isolation.filemode.launch import ForkServer
+from pytest_isolation.filemode.nodes import module_name
+
+#: Bound at import: a module the server preloads may replace ``json.dumps``
+#: (the server then reports that, and is not used).
+_dumps = json.dumps
+
+#: How many servers a run starts to find the modules it can preload: each
+#: refused module costs one (the server in which it was imported is not used).
+ATTEMPTS = 4
+
+
+class Servers:
+    """Starts the fork servers as the run needs them, and says what was preloaded."""
+
+    def __init__(self, session: pytest.Session, environ: dict[str, str] | None, on: bool) -> None:
+        self.session = session
+        self.environ = environ
+        self.on = on
+        self.plan: preload.Plan | None = None
+        #: Module -> why the server left it out.
+        self.refused: dict[str, str] = {}
+        #: What the preloading server imported; None until it started.
+        self.preloaded: preload.Loaded | None = None
+        #: Why nothing is preloaded, when that was found at run time.
+        self.stopped = ""
+        self._servers: dict[bool, ForkServer] = {}
+
+    def make_plan(self, files: Sequence[Path]) -> None:
+        """What to preload for ``files`` (in run order); nothing when off."""
+        if not self.on or not files:
+            return
+        test_modules = {module_name(path) for path in files}
+        local = preload.local_names(files, sys.path) | test_modules
+        local |= {name.partition(".")[0] for name in test_modules}
+        self.plan = preload.plan(files, sys.modules, local)
+
+    def preloads(self, path: Path) -> bool:
+        """Whether the child for ``path`` comes from the preloading server."""
+        plan = self.plan
+        if plan is None or not plan.modules or self.stopped:
+            return False
+        return path not in plan.kept_out
+
+    def server_for(self, path: Path) -> ForkServer:
+        want = self.preloads(path)
+        if want and True not in self._servers:
+            server = self._start_preloading()
+            if server is None:
+                want = False
+            else:
+                self._servers[True] = server
+        if not want and False not in self._servers:
+            self._servers[False] = self._start(None)
+        return self._servers[want]
+
+    def _start_preloading(self) -> ForkServer | None:
+        """The preloading server; each module it refuses costs a server (the one
+        in which it was imported is not used).  None when nothing can be
+        preloaded."""
+        assert self.plan is not None
+        modules = list(self.plan.modules)
+        careful = False
+        why = f"{ATTEMPTS} servers found modules to refuse"
+        for _ in range(ATTEMPTS):
+            server = self._start(modules, careful)
+            try:
+                loaded = preload.Loaded(**json.loads(server.hello))
+            except (ValueError, TypeError):
+                loaded = preload.Loaded([], "", "the fork server ended while preloading")
+            if not loaded.why:
+                self.preloaded = loaded
+                return server
+            server.close()
+            if loaded.refused:
+                self.refused[loaded.refused] = loaded.why
+                modules.remove(loaded.refused)
+            elif careful or not server.hello:
+                why = loaded.why
+                break
+            careful = not loaded.refused  # find which module made the change
+        self.stopped = why
+        return None
+
+    def _start(self, modules: list[str] | None, careful: bool = False) -> ForkServer:
+        session, environ = self.session, self.environ
+
+        def prepare() -> tuple[Callable[[int, int], None], bytes]:
+            plugin = prepare_forked(session)
+            hello = b""
+            if modules is not None:
+                childcov.measure_in_fork()
+                loaded = preload.load(modules, careful)
+                childcov.save_so_far()
+                hello = _dumps(dataclasses.asdict(loaded)).encode()
+
+            def body(control: int, fd: int) -> None:
+                run_forked(session, plugin, control, fd, None, environ)
+
+            return body, hello
+
+        return ForkServer.start(prepare, list(self._servers.values()))
+
+    def lines(self, verbose: int) -> list[str]:
+        """What was preloaded and what was kept out; the reasons with ``-v``."""
+        plan, loaded = self.plan, self.preloaded
+        if plan is None or not plan.modules:
+            return []
+        if loaded is None:
+            line = f"isolation: nothing preloaded: {self.stopped}"
+        else:
+            line = (
+                f"isolation: the fork server preloads {len(loaded.modules)} modules that the "
+                f"test files import ({loaded.total} with theirs)"
+            )
+            kept, refused = len(plan.kept_out), len(self.refused)
+            if kept or refused:
+                line += f"; {kept} files start without them, {refused} modules are left out"
+                line += " (-v says why)" if verbose < 1 else ""
+        lines = [line]
+        if verbose >= 1:
+            where = self.session.config.invocation_params.dir
+            if loaded is not None:
+                for path, why in plan.kept_out.items():
+                    lines.append(f"isolation:   {os.path.relpath(path, where)}: {why}")
+            for module, why in self.refused.items():
+                lines.append(f"isolation:   {module} not preloaded: {why}")
+        return lines
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            server.close()
+        self._servers = {}

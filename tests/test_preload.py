@@ -1,0 +1,238 @@
+"""The preloading fork server (issue 17): each child starts with the modules
+its test files import already loaded, and no outcome changes: a file whose
+code could see the difference starts from a server without them, and a
+module whose import could change another file's state is not preloaded."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+from conftest import FILE_MODE
+from conftest import TIMEOUT
+
+#: A project package beside the tests, on sys.path through ``pythonpath``.
+MYLIB = {
+    "mylib/__init__.py": "import os\nIMPORTED_IN = os.getpid()\n",
+    "mylib/settings.py": "import os\nMODE = os.environ.get('MYLIB_MODE', 'default')\n",
+    "mylib/heavy.py": "VALUE = 'real'\n",
+    "mylib/user.py": "from mylib import heavy\n",
+    "mylib/cwd.py": "import os\nAT_IMPORT = os.getcwd()\n",
+}
+
+#: Files that import the package at the top, as most do.
+PLAIN_FILES = {
+    "tests/test_plain.py": """
+        import os
+        import mylib
+        import mylib.settings
+        import mylib.user
+        import mylib.cwd
+
+        def test_imported_before_this_process_started():
+            assert (mylib.IMPORTED_IN != os.getpid()) == PRELOADED
+    """,
+}
+
+
+def write(pytester: pytest.Pytester, files: dict[str, str], preloaded: bool) -> None:
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    for name, source in {**MYLIB, **files}.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        source = textwrap.dedent(source)
+        if name.startswith("tests/"):
+            source += f"\nPRELOADED = {preloaded}\n"
+        path.write_text(source)
+
+
+def run(pytester: pytest.Pytester, preload: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        *FILE_MODE,
+        "--isolation-start=fork",
+        f"--isolation-preload={preload}",
+        "-p",
+        "no:cacheprovider",
+        *args,
+        timeout=TIMEOUT,
+    )
+
+
+def test_the_server_imports_what_the_test_files_import(pytester: pytest.Pytester) -> None:
+    write(pytester, PLAIN_FILES, preloaded=True)
+    result = run(pytester, "auto")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["isolation: the fork server preloads 4 modules that the test files import (5 with theirs)"]
+    )
+
+
+def test_off_imports_in_each_child(pytester: pytest.Pytester) -> None:
+    write(pytester, PLAIN_FILES, preloaded=False)
+    result = run(pytester, "off")
+    result.assert_outcomes(passed=1)
+    assert "preloads" not in result.stdout.str()
+
+
+#: Files whose code runs before, around or instead of their imports.  Each
+#: passes only if what it imports is imported in its own child, after it.
+SENSITIVE = {
+    "tests/test_env_first.py": (
+        """
+        import os
+        os.environ["MYLIB_MODE"] = "set by the file"
+        import mylib.settings
+
+        def test_settings_read_the_file_s_environment():
+            assert mylib.settings.MODE == "set by the file"
+        """,
+        "module-level code on line 3 runs before an import (line 4)",
+    ),
+    "tests/test_mocked_module.py": (
+        """
+        import sys
+        from unittest import mock
+        sys.modules["mylib.heavy"] = mock.MagicMock()
+        import mylib.user
+
+        def test_the_user_gets_the_mock():
+            assert isinstance(mylib.user.heavy, mock.MagicMock)
+        """,
+        "module-level code on line 4 runs before an import (line 5)",
+    ),
+    "tests/test_patch_started.py": (
+        """
+        from unittest import mock
+        mock.patch("os.getcwd", return_value="/patched").start()
+        import mylib.cwd
+
+        def test_the_import_saw_the_patch():
+            assert mylib.cwd.AT_IMPORT == "/patched"
+        """,
+        "module-level code on line 3 runs before an import (line 4)",
+    ),
+    "tests/test_lazy.py": (
+        """
+        def test_a_lazy_import_reads_the_test_s_environment(monkeypatch):
+            monkeypatch.setenv("MYLIB_MODE", "lazy")
+            import mylib.settings
+            assert mylib.settings.MODE == "lazy"
+        """,
+        "it imports mylib.settings inside a function, and mylib.settings is preloaded",
+    ),
+    "tests/test_reload.py": (
+        """
+        import importlib
+        import mylib.settings
+
+        def test_reloaded_under_the_test_s_environment(monkeypatch):
+            monkeypatch.setenv("MYLIB_MODE", "reloaded")
+            importlib.reload(mylib.settings)
+            assert mylib.settings.MODE == "reloaded"
+            monkeypatch.delenv("MYLIB_MODE")
+            importlib.reload(mylib.settings)
+        """,
+        "it touches the import system (reload(), line 7)",
+    ),
+    "tests/test_sys_modules_later.py": (
+        """
+        import sys
+        from unittest import mock
+        import mylib
+
+        def test_a_test_mocks_a_module_before_importing_its_user(monkeypatch):
+            monkeypatch.setitem(sys.modules, "mylib.heavy", mock.MagicMock())
+            monkeypatch.delitem(sys.modules, "mylib.user", raising=False)
+            import mylib.user
+            assert isinstance(mylib.user.heavy, mock.MagicMock)
+        """,
+        "it touches the import system (sys.modules, line 7)",
+    ),
+}
+
+
+def test_a_file_that_could_see_the_difference_starts_without_preloads(
+    pytester: pytest.Pytester,
+) -> None:
+    files = {**PLAIN_FILES, **{name: source for name, (source, _) in SENSITIVE.items()}}
+    write(pytester, files, preloaded=True)
+    result = run(pytester, "auto", "-v")
+    result.assert_outcomes(passed=1 + len(SENSITIVE))
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: the fork server preloads 4 modules * 6 files start without them, "
+            "0 modules are left out"
+        ]
+    )
+    for name, (_, why) in SENSITIVE.items():
+        result.stdout.fnmatch_lines([f"isolation:   {name}: {why}"])
+
+
+#: Modules whose import must not happen in the server, and why.
+REFUSED = {
+    "warns": (
+        "import warnings\nwarnings.warn('mylib.warns is old', DeprecationWarning)\n",
+        "its import warns (DeprecationWarning: mylib.warns is old)",
+    ),
+    "threads": (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+        "its import starts a thread",
+    ),
+    "broken": ("raise RuntimeError('broken at import')\n", "its import raised RuntimeError"),
+    "patcher": (
+        "import json\njson.dumps = lambda *args, **kwargs: 'patched'\n",
+        "preloading changes json.dumps",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_module_whose_import_could_change_another_file_is_not_preloaded(
+    pytester: pytest.Pytester, name: str
+) -> None:
+    """Outcomes as without preloading; the module is named with the reason."""
+    source, why = REFUSED[name]
+    files = {
+        "tests/test_imports.py": "import mylib.settings\nimport mylib.user\n\ndef test_a():\n"
+        "    pass\n",
+        f"tests/test_uses_{name}.py": f"import mylib.{name}\n\ndef test_it():\n    pass\n",
+        "tests/test_other.py": """
+            import json
+            import threading
+
+            def test_no_other_file_s_import_shows():
+                assert json.dumps(1) == "1"
+                assert threading.active_count() == 1
+        """,
+        f"mylib/{name}.py": source,
+    }
+    write(pytester, files, preloaded=True)
+    preloaded = run(pytester, "auto", "-v")
+    assert preloaded.parseoutcomes() == run(pytester, "off").parseoutcomes()
+    outcomes = {"passed": 2, "errors": 1} if name == "broken" else {"passed": 3}
+    preloaded.assert_outcomes(**outcomes)
+    preloaded.stdout.fnmatch_lines(
+        [
+            "isolation: the fork server preloads 2 modules * 1 modules are left out",
+            f"isolation:   mylib.{name} not preloaded: {why}",
+        ]
+    )
+
+
+def test_a_warning_at_import_is_reported_as_in_a_plain_run(pytester: pytest.Pytester) -> None:
+    source, _ = REFUSED["warns"]
+    files = {"tests/test_warns.py": "import mylib.warns\n\ndef test_it():\n    pass\n"}
+    write(pytester, {**PLAIN_FILES, **files, "mylib/warns.py": source}, preloaded=True)
+    result = run(pytester, "auto", "-W", "error::DeprecationWarning")
+    result.assert_outcomes(passed=1, errors=1)  # as plain: the import fails at collection
+    assert re.search(r"DeprecationWarning: mylib.warns is old", result.stdout.str())
+
+
+def test_coverage_counts_the_lines_run_at_preload(pytester: pytest.Pytester) -> None:
+    write(pytester, PLAIN_FILES, preloaded=True)
+    result = run(pytester, "auto", "-p", "pytest_cov", "--cov=mylib", "--cov-report=term")
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r"mylib[/\\]settings.py\s+2\s+0\s+100%"])
