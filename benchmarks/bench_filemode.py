@@ -4,6 +4,7 @@ Generates synthetic test suites, then times, per suite and side by side:
 
 * ``plain``      -- ``python -m pytest -q -p no:cacheprovider SUITE``
 * ``fork``       -- the same with ``-p isolation --isolation-mode=file --isolation-start=fork``
+* ``fork-nopreload`` -- ``fork`` with ``--isolation-preload=off`` (each child imports its libraries)
 * ``spawn``      -- the same with ``-p isolation --isolation-mode=file --isolation-start=spawn``
 * ``loop``       -- one ``python -m pytest -q -p no:cacheprovider FILE`` per test file, in turn
 * ``cleanslate`` -- the same as ``plain`` with ``-p pytest_cleanslate.plugin --cleanslate``
@@ -44,11 +45,18 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 DEFAULT_WORKDIR = BENCH_DIR / ".work"
 
-ALL_MODES = ("plain", "fork", "spawn", "loop", "cleanslate")
+ALL_MODES = ("plain", "fork", "fork-nopreload", "spawn", "loop", "cleanslate")
 BASE_ARGS = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 MODE_ARGS: dict[str, tuple[str, ...]] = {
     "plain": (),
     "fork": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=fork"),
+    "fork-nopreload": (
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        "--isolation-start=fork",
+        "--isolation-preload=off",
+    ),
     "spawn": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=spawn"),
     "loop": (),
     "cleanslate": ("-p", "pytest_cleanslate.plugin", "--cleanslate"),
@@ -120,6 +128,39 @@ def _render_imports(index: int, tests: int) -> str:
     return "".join(parts)
 
 
+_LIBRARY_HEADER = '''"""Synthetic test file {index}: imports rich and pygments."""
+
+import io
+
+from pygments.lexers import PythonLexer
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+'''
+
+_LIBRARY_BODIES = (
+    "    table = Table('file', 'test')\n"
+    "    table.add_row('{index}', '{t}')\n"
+    "    out = io.StringIO()\n"
+    "    Console(file=out, width=40).print(table)\n"
+    "    assert '{t}' in out.getvalue()\n",
+    "    syntax = Syntax('x = {index} + {t}', 'python')\n"
+    "    out = io.StringIO()\n"
+    "    Console(file=out, width=40).print(syntax)\n"
+    "    assert '{index}' in out.getvalue()\n",
+    "    tokens = list(PythonLexer().get_tokens('y = {t}'))\n"
+    "    assert any(value == '{t}' for _, value in tokens)\n",
+)
+
+
+def _render_library(index: int, tests: int) -> str:
+    parts = [_LIBRARY_HEADER.format(index=index)]
+    for t in range(tests):
+        body = _LIBRARY_BODIES[t % len(_LIBRARY_BODIES)].format(index=index, t=t)
+        parts.append(f"\n\ndef test_{t}() -> None:\n{body}")
+    return "".join(parts)
+
+
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
@@ -130,6 +171,13 @@ SUITES: dict[str, Suite] = {
             20,
             "50 files x 20 tests; each file imports json, decimal, fractions, email.message",
             _render_imports,
+        ),
+        Suite(
+            "rich60",
+            60,
+            15,
+            "60 files x 15 tests; each file imports rich and pygments (0.2 s cold) and renders",
+            _render_library,
         ),
     )
 }

@@ -57,7 +57,11 @@ MODES: dict[str, tuple[str, ...]] = {
     # File mode without the leak guard (not run by default): what file mode alone changes.
     "fork-noguard": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-leaks=off"),
     # File mode without the preloading fork server (not run by default): what preloading changes.
-    "fork-nopreload": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-preload=off"),
+    "fork-nopreload": (
+        "--isolation-mode=file",
+        "--isolation-start=fork",
+        "--isolation-preload=off",
+    ),
 }
 #: The modes run without --modes.
 DEFAULT_MODES = ("plain", "fork", "spawn", "guard")
