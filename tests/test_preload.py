@@ -236,3 +236,19 @@ def test_coverage_counts_the_lines_run_at_preload(pytester: pytest.Pytester) -> 
     result = run(pytester, "auto", "-p", "pytest_cov", "--cov=mylib", "--cov-report=term")
     result.assert_outcomes(passed=1)
     result.stdout.re_match_lines([r"mylib[/\\]settings.py\s+2\s+0\s+100%"])
+
+
+def test_an_import_that_hangs_costs_the_file_s_timeout_not_the_run(
+    pytester: pytest.Pytester,
+) -> None:
+    files = {
+        "tests/test_hangs.py": "import mylib.hangs\n\ndef test_it():\n    pass\n",
+        "tests/test_fine.py": "import mylib.settings\n\ndef test_it():\n    pass\n",
+        "mylib/hangs.py": "import time\ntime.sleep(600)\n",
+    }
+    write(pytester, files, preloaded=True)
+    preloaded = run(pytester, "auto", "--isolation-timeout=2", "--isolation-kill-grace=1")
+    preloaded.stdout.fnmatch_lines(["isolation: nothing preloaded: the imports took more than 2 s"])
+    off = run(pytester, "off", "--isolation-timeout=2", "--isolation-kill-grace=1")
+    assert preloaded.parseoutcomes() == off.parseoutcomes()
+    preloaded.assert_outcomes(passed=1, errors=1)  # the hanging file times out, as without

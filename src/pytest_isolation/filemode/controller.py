@@ -418,7 +418,8 @@ class FileModeController:
     def _servers(self) -> Servers:
         if self.servers is None:
             session = self.config.stash[_SESSION]
-            self.servers = Servers(session, self.environ, self.settings.preload == "auto")
+            on = self.settings.preload == "auto"
+            self.servers = Servers(session, self.environ, on, self.settings.timeout)
         return self.servers
 
     def _discard_warm(self) -> None:

@@ -262,11 +262,13 @@ class ForkServer:
         cls,
         prepare: Callable[[], tuple[Callable[[int, int], None], bytes]],
         others: Sequence[ForkServer] = (),
+        seconds: float | None = None,
     ) -> ForkServer:
         """Fork the server; ``prepare()`` runs in it once and returns each
-        child's body and a message for the parent, which waits for it.  The
-        server lets go of the ``others``' channels, so that each ends when
-        the parent closes its own."""
+        child's body and a message for the parent, which waits for it (at
+        most ``seconds``, else the server is killed and ``TimeoutError``
+        raised).  The server lets go of the ``others``' channels, so that
+        each ends when the parent closes its own."""
         channel, server_end = socket.socketpair()
         parent = os.getpid()
         pid = _fork()
@@ -275,8 +277,17 @@ class ForkServer:
             close = (channel.fileno(), *(other.channel.fileno() for other in others))
             _child_main(close, stderr, lambda: _serve(server_end, *prepare()), parent)
         server_end.close()
-        size = int.from_bytes(_recv_exactly(channel, 4), "big")
-        return cls(pid, channel, _recv_exactly(channel, size))
+        channel.settimeout(seconds)
+        try:
+            size = int.from_bytes(_recv_exactly(channel, 4), "big")
+            hello = _recv_exactly(channel, size)
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            channel.close()
+            raise
+        channel.settimeout(None)
+        return cls(pid, channel, hello)
 
     def fork(self) -> Warm:
         """A new prepared child, waiting for its file."""

@@ -125,10 +125,24 @@ def _import_statement(statement: ast.stmt) -> list[str] | None:
                 if inside is not None:
                     found.extend(inside)
                     imports = True
-                elif not isinstance(inner, (ast.Pass, ast.Raise, ast.Assign, ast.AnnAssign)):
+                elif not _is_fallback(inner):
                     return None
         return found if imports else None
     return None
+
+
+def _is_fallback(statement: ast.stmt) -> bool:
+    """``pass``, ``raise``, or a name bound to a constant or another name
+    (``np = None``): what an import's fallback does, and nothing else."""
+    if isinstance(statement, (ast.Pass, ast.Raise)):
+        return True
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        value = statement.value
+        return all(isinstance(target, ast.Name) for target in targets) and (
+            value is None or isinstance(value, (ast.Constant, ast.Name, ast.Attribute))
+        )
+    return False
 
 
 def _imported(node: ast.AST) -> list[str]:
@@ -166,6 +180,11 @@ def _touches_import_system(node: ast.AST) -> str:
     return ""
 
 
+def _is_test_module(name: str, tests: set[str]) -> bool:
+    """``name`` is a test module, or a module inside one (never preloaded)."""
+    return name in tests or any(name.startswith(test + ".") for test in tests)
+
+
 def related(first: str, second: str) -> bool:
     """One module is the other, or a package of it."""
     return first == second or first.startswith(second + ".") or second.startswith(first + ".")
@@ -180,24 +199,26 @@ class Plan:
     kept_out: dict[Path, str]
 
 
-def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str]) -> Plan:
+def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str], tests: set[str]) -> Plan:
     """The modules to preload for ``files`` (in run order) and the files kept out.
 
     ``loaded`` are the modules the parent has already imported; ``local`` the
     top-level names that a test file's own directory provides (its child
-    finds them there, the server might find others of the same name).
+    finds them there, the server might find others of the same name);
+    ``tests`` the names the test files are imported as (each imports its own).
     """
     already = set(loaded)
     read = {path: read_file(path) for path in files}
     kept_out = {path: found.reason for path, found in read.items() if found.reason is not None}
-    modules: list[str] = []
+    chosen: dict[str, None] = {}  # ordered
     for path, found in read.items():
         if path in kept_out:
             continue
         for name in found.top:
             top = name.partition(".")[0]
-            if name not in already and top not in local and name not in modules:
-                modules.append(name)
+            if name not in already and top not in local and not _is_test_module(name, tests):
+                chosen[name] = None
+    modules = list(chosen)
     for path, found in read.items():
         if path in kept_out:
             continue

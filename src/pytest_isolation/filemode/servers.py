@@ -28,15 +28,26 @@ _dumps = json.dumps
 #: How many servers a run starts to find the modules it can preload: each
 #: refused module costs one (the server in which it was imported is not used).
 ATTEMPTS = 4
+#: How long the parent waits for the preloading server (an import that hangs
+#: would otherwise hang the run before its first file).
+PRELOAD_SECONDS = 120.0
 
 
 class Servers:
     """Starts the fork servers as the run needs them, and says what was preloaded."""
 
-    def __init__(self, session: pytest.Session, environ: dict[str, str] | None, on: bool) -> None:
+    def __init__(
+        self,
+        session: pytest.Session,
+        environ: dict[str, str] | None,
+        on: bool,
+        timeout: float | None = None,
+    ) -> None:
         self.session = session
         self.environ = environ
         self.on = on
+        #: How long the preloading server may take: as a file's child, if less.
+        self.seconds = PRELOAD_SECONDS if timeout is None else min(timeout, PRELOAD_SECONDS)
         self.plan: preload.Plan | None = None
         #: Module -> why the server left it out.
         self.refused: dict[str, str] = {}
@@ -50,10 +61,8 @@ class Servers:
         """What to preload for ``files`` (in run order); nothing when off."""
         if not self.on or not files:
             return
-        test_modules = {module_name(path) for path in files}
-        local = preload.local_names(files, sys.path) | test_modules
-        local |= {name.partition(".")[0] for name in test_modules}
-        self.plan = preload.plan(files, sys.modules, local)
+        tests = {module_name(path) for path in files}
+        self.plan = preload.plan(files, sys.modules, preload.local_names(files, sys.path), tests)
 
     def preloads(self, path: Path) -> bool:
         """Whether the child for ``path`` comes from the preloading server."""
@@ -83,7 +92,11 @@ class Servers:
         careful = False
         why = f"{ATTEMPTS} servers found modules to refuse"
         for _ in range(ATTEMPTS):
-            server = self._start(modules, careful)
+            try:
+                server = self._start(modules, careful)
+            except TimeoutError:
+                why = f"the imports took more than {self.seconds:g} s"
+                break
             try:
                 loaded = preload.Loaded(**json.loads(server.hello))
             except (ValueError, TypeError):
@@ -119,7 +132,8 @@ class Servers:
 
             return body, hello
 
-        return ForkServer.start(prepare, list(self._servers.values()))
+        seconds = None if modules is None else self.seconds
+        return ForkServer.start(prepare, list(self._servers.values()), seconds)
 
     def lines(self, verbose: int) -> list[str]:
         """What was preloaded and what was kept out; the reasons with ``-v``."""
