@@ -324,7 +324,11 @@ def _recv_exactly(channel: socket.socket, size: int) -> bytes:
 
 
 def _serve(channel: socket.socket, body: Callable[[int, int], None], hello: bytes) -> None:
-    """The fork server's loop: fork prepared children, report exit codes."""
+    """The fork server's loop: fork prepared children, report exit codes.
+
+    What the server made while it prepared (the modules it preloaded) is
+    frozen as the parent's objects are (see :func:`_before_fork`)."""
+    gc.freeze()
     channel.sendall(len(hello).to_bytes(4, "big") + hello)
     exited: dict[int, int] = {}
     while request := _recv_exactly(channel, 1):
