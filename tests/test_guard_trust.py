@@ -607,3 +607,35 @@ def test_a_lambda_set_again_by_each_test_is_no_re_import(
     result.assert_outcomes(passed=2, warnings=1)
     result.stdout.fnmatch_lines(["*test_sets[[]1] leaked proj.throttle.T.timer (was None, now <*"])
     result.stdout.no_fnmatch_line("*re-imported*")
+
+
+def test_a_child_s_own_start_is_no_leak_after_items_run_in_the_parent(
+    pytester: pytest.Pytester,
+) -> None:
+    """Items of a non-Python file run in the parent (pygments' ``.txt``
+    snippets); the child of the next test file starts from its own state
+    (its capture, SIGTERM's handler), not from the parent's last snapshot."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        class TxtItem(pytest.Item):
+            def runtest(self):
+                assert self.path.read_text().strip() == "ok"
+
+        class TxtFile(pytest.File):
+            def collect(self):
+                yield TxtItem.from_parent(self, name="snippet")
+
+        def pytest_collect_file(file_path, parent):
+            if file_path.suffix == ".txt":
+                return TxtFile.from_parent(parent, path=file_path)
+        """
+    )
+    pytester.makefile(".txt", a_snippet="ok")
+    pytester.makepyfile(test_b="def test_b():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-mode=file", "-p", "no:randomly", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=2)
+    assert "LeakedStateWarning" not in result.stdout.str()

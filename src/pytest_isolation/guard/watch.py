@@ -167,6 +167,8 @@ class LeakGuard:
         self.last_teardown = False
         self.imports = imports.ImportWatch(self.watch.project_origin)
         self._outer: tuple[Any, Any, Any, Any] | None = None
+        #: The process whose state the snapshots are of.
+        self.pid = os.getpid()
 
     @property
     def contained(self) -> bool:
@@ -384,6 +386,13 @@ class LeakGuard:
                 allowances = (*allowances, *allow.of_node(item))
             except pytest.UsageError as error:  # a file-mode child reports it here
                 bad_marker = str(error)
+        if self.pid != os.getpid():
+            # A file-mode child inherits the parent's snapshots, taken before
+            # the child's own start (its capture, its signal handlers): the
+            # child's first test starts from the child's state instead.
+            self.pid = os.getpid()
+            self.tier.saved.clear()
+            self.file_tier.saved.clear()
         if resume_pyfakefs():
             self.tier.saved.clear()
         self._refresh_watch()
