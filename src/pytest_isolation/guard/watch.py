@@ -105,6 +105,10 @@ _CURRENT_TEST = (b"PYTEST_CURRENT_TEST", "PYTEST_CURRENT_TEST")
 GUARD_KEY = pytest.StashKey["LeakGuard"]()
 
 
+#: Bound at import: a test may replace ``os.getpid`` (this suite's own tests do).
+_getpid = os.getpid
+
+
 class LeakGuard:
     """Registered as ``isolation-guard``, and kept under :data:`GUARD_KEY`,
     unless ``--isolation-leaks=off``.
@@ -168,7 +172,7 @@ class LeakGuard:
         self.imports = imports.ImportWatch(self.watch.project_origin)
         self._outer: tuple[Any, Any, Any, Any] | None = None
         #: The process whose state the snapshots are of.
-        self.pid = os.getpid()
+        self.pid = _getpid()
 
     @property
     def contained(self) -> bool:
@@ -386,7 +390,7 @@ class LeakGuard:
                 allowances = (*allowances, *allow.of_node(item))
             except pytest.UsageError as error:  # a file-mode child reports it here
                 bad_marker = str(error)
-        if self.pid != os.getpid():
+        if self.pid != _getpid():
             # A file-mode child inherits the parent's snapshots, taken before
             # the child's own start (its capture, its signal handlers): the
             # child's first test starts from the child's state instead.
