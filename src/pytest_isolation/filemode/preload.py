@@ -8,13 +8,15 @@ module.
 
 Two things keep this from changing an outcome:
 
-* **Which files.**  :func:`plan` reads each test file's syntax tree.  A file
-  whose module-level code runs before its imports, that touches the import
-  system (``sys.modules``, ``sys.path``, ``importlib.reload``...), or that
-  imports a preloaded module inside a function (where a test may first set
-  the environment the import reads) gets its child from a server without
-  preloads, as before.
-* **Which modules.**  :func:`load` imports the modules in the server one by
+* **Which files, which modules.**  :func:`plan` reads each test file's
+  syntax tree.  The server preloads only modules that every file starting
+  from it imports at its top itself, so a child holds nothing its file
+  would not have loaded before its first test.  A file that does not import
+  them all, whose module-level code runs before its imports, or that
+  touches the import system (``sys.modules``, ``sys.path``,
+  ``importlib.reload``...) gets its child from a server without preloads,
+  as before.
+* **Which imports.**  :func:`load` imports the modules in the server one by
   one and stops at the first whose import fails, warns, starts a thread or
   changes state outside its own package (a module that existed before, the
   environment, the working directory, signal handlers, warning filters,
@@ -57,10 +59,9 @@ _IMPORT_CALLS = {"reload", "import_module", "__import__", "invalidate_caches", "
 
 @dataclasses.dataclass
 class FileImports:
-    """What one test file imports at module level and inside functions."""
+    """What one test file imports at module level."""
 
     top: list[str] = dataclasses.field(default_factory=list)
-    lazy: list[str] = dataclasses.field(default_factory=list)
     #: Why the file must start from a server without preloads, or None.
     reason: str | None = None
 
@@ -91,9 +92,6 @@ def read_file(path: Path) -> FileImports:
         touched = _touches_import_system(node)
         if touched and found.reason is None:
             found.reason = f"it touches the import system ({touched}, line {node.lineno})"  # type: ignore[attr-defined]
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for inner in ast.walk(node):
-                found.lazy.extend(_imported(inner))
     return found
 
 
@@ -187,11 +185,6 @@ def _is_test_module(name: str, tests: set[str]) -> bool:
     return name in tests or any(name.startswith(test + ".") for test in tests)
 
 
-def related(first: str, second: str) -> bool:
-    """One module is the other, or a package of it."""
-    return first == second or first.startswith(second + ".") or second.startswith(first + ".")
-
-
 @dataclasses.dataclass
 class Plan:
     """What the fork server preloads, and the files kept from it."""
@@ -199,11 +192,30 @@ class Plan:
     modules: list[str]
     #: Test file -> why it starts from a server without preloads.
     kept_out: dict[Path, str]
+    #: The files that may start from it -> what each imports at its top.
+    imports: dict[Path, list[str]] = dataclasses.field(default_factory=dict)
+
+    def narrow(self, modules: list[str]) -> None:
+        """Preload ``modules`` only (the rest was refused): a file kept out
+        only for not importing a refused one may start from the server."""
+        self.modules = modules
+        for path, top_imports in self.imports.items():
+            missing = next((name for name in modules if not _imports(top_imports, name)), None)
+            if missing is None:
+                self.kept_out.pop(path, None)
+            else:
+                self.kept_out[path] = (
+                    f"it does not import {missing}, which the fork server preloads for the others"
+                )
 
 
 def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str], tests: set[str]) -> Plan:
     """The modules to preload for ``files`` (in run order) and the files kept out.
 
+    The server preloads only what each file that starts from it imports at
+    its top itself, so that a child holds no module its file would not have
+    loaded before its first test: the modules that at least half of the
+    files import; a file that does not import them all starts without them.
     ``loaded`` are the modules the parent has already imported; ``local`` the
     top-level names that a test file's own directory provides (its child
     finds them there, the server might find others of the same name);
@@ -212,29 +224,21 @@ def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str], tests: s
     already = set(loaded)
     read = {path: read_file(path) for path in files}
     kept_out = {path: found.reason for path, found in read.items() if found.reason is not None}
-    chosen: dict[str, None] = {}  # ordered
-    for path, found in read.items():
-        if path in kept_out:
-            continue
-        for name in found.top:
+    eligible = {path: found.top for path, found in read.items() if path not in kept_out}
+    counts: dict[str, int] = {}  # in the order of first appearance
+    for top_imports in eligible.values():
+        for name in dict.fromkeys(top_imports):
             top = name.partition(".")[0]
             if name not in already and top not in local and not _is_test_module(name, tests):
-                chosen[name] = None
-    modules = list(chosen)
-    for path, found in read.items():
-        if path in kept_out:
-            continue
-        for name in found.lazy:
-            if name in already or any(related(name, own) for own in found.top):
-                continue
-            near = [module for module in modules if related(name, module)]
-            preloaded = name if name in near else next(iter(near), None)
-            if preloaded is not None:
-                kept_out[path] = (
-                    f"it imports {name} inside a function, and {preloaded} is preloaded"
-                )
-                break
-    return Plan(modules, kept_out)
+                counts[name] = counts.get(name, 0) + 1
+    found = Plan([], kept_out, eligible)
+    found.narrow([name for name, count in counts.items() if 2 * count >= len(eligible)])
+    return found
+
+
+def _imports(top_imports: Sequence[str], name: str) -> bool:
+    """Importing ``top_imports`` loads ``name`` (itself, or a module inside it)."""
+    return any(own == name or own.startswith(name + ".") for own in top_imports)
 
 
 def local_names(files: Iterable[Path], search_path: Sequence[str]) -> set[str]:

@@ -103,6 +103,7 @@ class Servers:
                 loaded = preload.Loaded([], "", "the fork server ended while preloading")
             if not loaded.why:
                 self.preloaded = loaded
+                self.plan.narrow(loaded.modules)
                 return server
             server.close()
             if loaded.refused:
