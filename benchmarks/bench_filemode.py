@@ -120,12 +120,20 @@ _IMPORTS_BODIES = (
 )
 
 
-def _render_imports(index: int, tests: int) -> str:
-    parts = [_IMPORTS_HEADER.format(index=index)]
-    for t in range(tests):
-        body = _IMPORTS_BODIES[t % len(_IMPORTS_BODIES)].format(index=index, t=t)
-        parts.append(f"\n\ndef test_{t}() -> None:\n{body}")
-    return "".join(parts)
+def _renderer(header: str, bodies: tuple[str, ...]) -> Callable[[int, int], str]:
+    """A test file of ``header`` and ``tests`` tests, whose bodies take turns."""
+
+    def render(index: int, tests: int) -> str:
+        parts = [header.format(index=index)]
+        for t in range(tests):
+            body = bodies[t % len(bodies)].format(index=index, t=t)
+            parts.append(f"\n\ndef test_{t}() -> None:\n{body}")
+        return "".join(parts)
+
+    return render
+
+
+_render_imports = _renderer(_IMPORTS_HEADER, _IMPORTS_BODIES)
 
 
 _LIBRARY_HEADER = '''"""Synthetic test file {index}: imports rich and pygments."""
@@ -153,12 +161,7 @@ _LIBRARY_BODIES = (
 )
 
 
-def _render_library(index: int, tests: int) -> str:
-    parts = [_LIBRARY_HEADER.format(index=index)]
-    for t in range(tests):
-        body = _LIBRARY_BODIES[t % len(_LIBRARY_BODIES)].format(index=index, t=t)
-        parts.append(f"\n\ndef test_{t}() -> None:\n{body}")
-    return "".join(parts)
+_render_library = _renderer(_LIBRARY_HEADER, _LIBRARY_BODIES)
 
 
 SUITES: dict[str, Suite] = {
