@@ -109,6 +109,9 @@ class Servers:
             if loaded.refused:
                 self.refused[loaded.refused] = loaded.why
                 modules.remove(loaded.refused)
+                if not modules:
+                    why = "every module was refused"
+                    break
             elif careful or not server.hello:
                 why = loaded.why
                 break
