@@ -478,6 +478,29 @@ def test_gc_finds_the_objects_made_before_the_fork(pytester: pytest.Pytester, st
     run_file_mode(pytester, start).assert_outcomes(passed=1)
 
 
+def test_gc_s_referrers_are_those_of_a_plain_run(pytester: pytest.Pytester, start: str) -> None:
+    """anyio's refcycle tests check that nothing refers to an exception but
+    the test: the first ``gc`` call in a child adds no referrer of its own."""
+    pytester.makepyfile(
+        test_refs="""
+        import gc
+
+        async def referrers():
+            exc = ValueError()
+            return gc.get_referrers(exc)
+
+        def test_nothing_else_refers():
+            coroutine = referrers()
+            try:
+                coroutine.send(None)
+            except StopIteration as stop:
+                assert stop.value == []
+        """
+    )
+    run_plain(pytester).assert_outcomes(passed=1)
+    run_file_mode(pytester, start).assert_outcomes(passed=1)
+
+
 def test_a_test_that_patches_os_write_keeps_its_child_talking(
     pytester: pytest.Pytester, start: str
 ) -> None:

@@ -12,7 +12,6 @@ only, so a child starts light (``lint-imports`` keeps it so).
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 import sys
@@ -353,7 +352,13 @@ def run_forked(
         message = next(receive(control), None)
     if message is None:  # the parent no longer needs this child
         os._exit(0)
-    thaw_on_demand()
+    # The parent froze its objects before forking (launch._before_fork);
+    # frozen objects are missing from gc.get_objects() and gc.get_referrers(),
+    # which tests and the code they test use (django-extensions' signals).
+    # A wrapper that thawed them at the first call changed what those calls
+    # return (an executing coroutine became a referrer: anyio's refcycle
+    # tests), so every child thaws them first thing.
+    gc.unfreeze()
     childcov.measure_in_fork()
     payload = message[1]
     if parent is None:
@@ -367,38 +372,6 @@ def run_forked(
     # set up its state again (logging's handlers, which the collection
     # wrapper has just taken off); the child plugin's loop ends the process.
     hook.pytest_runtestloop(session=session)
-
-
-#: The ``gc`` functions that do not see frozen objects.
-_SEES_NO_FROZEN = ("get_objects", "get_referrers")
-
-
-def thaw_on_demand() -> None:
-    """Keep the inherited objects frozen until a test asks ``gc`` for them.
-
-    The parent (and the preloading server) froze their objects before
-    forking (``launch._before_fork``).  Collections skip frozen objects, so
-    the child's own, and the full one pytest runs at the end of its session,
-    walk only what the child made, instead of the whole inherited heap, whose
-    every page the walk would copy (40 ms a file on rich's suite).  Frozen
-    objects are missing from ``gc.get_objects()`` and ``gc.get_referrers()``,
-    which tests and the code they test use (django-extensions' signals): the
-    first call of either thaws them, and puts the functions back.
-    """
-    originals = {name: getattr(gc, name) for name in _SEES_NO_FROZEN}
-
-    def thawing(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            for name, function in originals.items():
-                setattr(gc, name, function)
-            gc.unfreeze()
-            return original(*args, **kwargs)
-
-        return call
-
-    for name, original in originals.items():
-        setattr(gc, name, thawing(original))
 
 
 def _restart_capture(config: pytest.Config) -> None:
