@@ -15,6 +15,9 @@ import pytest
 
 from conftest import TIMEOUT
 
+#: The signals that end a run as Ctrl-C does.
+ENDING = (signal.SIGTERM, signal.SIGHUP)
+
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="the parent-death signal is Linux's"
 )
@@ -54,6 +57,19 @@ def start(
     pytester: pytest.Pytester, start_method: str, *args: str, source: str = HANGS
 ) -> subprocess.Popen[str]:
     pytester.makepyfile(test_hang=source)
+    # The run takes the ending signals with their default handlers (under
+    # nohup, as CI may run, SIGHUP is ignored, and the run rightly keeps so).
+    saved = {number: signal.signal(number, signal.SIG_DFL) for number in ENDING}
+    try:
+        return _popen(pytester, start_method, args)
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+
+
+def _popen(
+    pytester: pytest.Pytester, start_method: str, args: tuple[str, ...]
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
