@@ -479,26 +479,30 @@ def test_gc_finds_the_objects_made_before_the_fork(pytester: pytest.Pytester, st
 
 
 def test_gc_s_referrers_are_those_of_a_plain_run(pytester: pytest.Pytester, start: str) -> None:
-    """anyio's refcycle tests check that nothing refers to an exception but
-    the test: the first ``gc`` call in a child adds no referrer of its own."""
+    """anyio's refcycle tests check what refers to an exception inside a
+    coroutine: a child's ``gc`` finds what a plain run's finds (which depends
+    on the Python version), no referrer of its own."""
     pytester.makepyfile(
         test_refs="""
         import gc
+        from pathlib import Path
 
         async def referrers():
             exc = ValueError()
-            return gc.get_referrers(exc)
+            return [type(referrer).__name__ for referrer in gc.get_referrers(exc)]
 
-        def test_nothing_else_refers():
+        def test_record_the_referrers():
             coroutine = referrers()
             try:
                 coroutine.send(None)
             except StopIteration as stop:
-                assert stop.value == []
+                Path("referrers.txt").write_text(repr(stop.value))
         """
     )
     run_plain(pytester).assert_outcomes(passed=1)
+    plain = (pytester.path / "referrers.txt").read_text()
     run_file_mode(pytester, start).assert_outcomes(passed=1)
+    assert (pytester.path / "referrers.txt").read_text() == plain
 
 
 def test_a_test_that_patches_os_write_keeps_its_child_talking(
