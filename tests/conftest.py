@@ -17,9 +17,9 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
 
 
-@pytest.fixture(params=["fork", "spawn"])
+@pytest.fixture(params=["fork", "spawn", "forkserver"])
 def start(request: pytest.FixtureRequest) -> str:
-    """Both start methods of file mode."""
+    """Every start method of file mode."""
     return str(request.param)
 
 

@@ -111,7 +111,7 @@ def test_auto_uses_fork_on_linux(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines([f"isolation: *(start method {expected})"])
 
 
-def test_auto_falls_back_to_spawn_when_threads_run(pytester: pytest.Pytester) -> None:
+def test_auto_forks_from_a_fresh_interpreter_when_threads_run(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
         import threading
@@ -121,7 +121,7 @@ def test_auto_falls_back_to_spawn_when_threads_run(pytester: pytest.Pytester) ->
     )
     pytester.makepyfile(test_one="def test_a(): pass\n")
     result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)
-    result.stdout.fnmatch_lines(["isolation: *(start method spawn: auto: other threads*"])
+    result.stdout.fnmatch_lines(["isolation: *(start method forkserver: auto: other threads*"])
     result.assert_outcomes(passed=1)
 
 
@@ -173,7 +173,7 @@ def test_last_failed_across_runs(pytester: pytest.Pytester, start: str) -> None:
     first = run_file_mode(pytester, start)
     first.assert_outcomes(passed=2, failed=1)
     second = run_file_mode(pytester, start, "--lf", "-v")
-    second.assert_outcomes(failed=1, deselected=1 if start == "spawn" else 0)
+    second.assert_outcomes(failed=1, deselected=0 if start == "fork" else 1)
     second.stdout.fnmatch_lines(["test_a.py::test_bad FAILED*"])
     second.stdout.no_fnmatch_line("*test_fine*")
     second.stdout.no_fnmatch_line("*test_ok*")

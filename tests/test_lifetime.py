@@ -120,15 +120,34 @@ def below(pytester: pytest.Pytester, parent: subprocess.Popen[str]) -> list[int]
     return chain[: chain.index(parent.pid)]
 
 
-def gone_soon(pids: list[int], seconds: float = 10.0) -> list[int]:
+def gone_soon(pids: list[int], seconds: float = 10.0) -> list[str]:
+    """The processes of ``pids`` still alive after ``seconds``, each described
+    (its state, what it waits in, its command line)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and any(alive(pid) for pid in pids):
         time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
+    return [describe(pid) for pid in pids if alive(pid)]
+
+
+def describe(pid: int) -> str:
+    """What a failing test says of a process: its state, its parent, what it
+    waits in and its command line."""
+
+    def read(name: str) -> str:
+        try:
+            return Path(f"/proc/{pid}/{name}").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError as error:
+            return f"({error.strerror})"
+
+    fields = dict(line.split(":\t", 1) for line in read("status").splitlines() if ":\t" in line)
+    return (
+        f"{pid} state={fields.get('State')} ppid={fields.get('PPid')} "
+        f"wchan={read('wchan')} cmdline={read('cmdline')}"
+    )
 
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_sigterm_ends_the_run_as_ctrl_c_does(
     pytester: pytest.Pytester, number: signal.Signals, start_method: str
 ) -> None:
@@ -151,7 +170,7 @@ def test_sigterm_ends_the_run_as_ctrl_c_does(
     assert gone_soon(pids) == [], "a process of the run outlived it"
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_an_interrupt_reports_every_test_the_child_finished(
     pytester: pytest.Pytester, start_method: str
 ) -> None:
@@ -184,7 +203,7 @@ def test_an_interrupt_reports_every_test_the_child_finished(
     assert gone_soon(pids) == []
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_a_parent_killed_outright_takes_its_child_with_it(
     pytester: pytest.Pytester, start_method: str
 ) -> None:
@@ -224,7 +243,7 @@ def test_sigterm_to_the_xdist_controller_ends_every_worker_s_tree(
     assert left == [], "a process of the run outlived it"
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_an_xdist_controller_killed_outright_takes_every_worker_s_tree(
     pytester: pytest.Pytester, start_method: str
 ) -> None:

@@ -16,7 +16,7 @@ def test_explicit_methods_are_kept(method: str) -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="auto forks only on Linux")
-def test_auto_forks_without_threads_and_spawns_with_them() -> None:
+def test_auto_forks_without_threads_and_forks_from_a_fresh_interpreter_with_them() -> None:
     baseline = threading.active_count()  # this outer run's plugins may have idle threads
     assert resolve_start("auto", baseline) == ("fork", "auto")
     assert resolve_start("auto", baseline, "in a pytest-xdist worker") == (
@@ -31,5 +31,5 @@ def test_auto_forks_without_threads_and_spawns_with_them() -> None:
     finally:
         stop.set()
         thread.join(timeout=10)
-    assert method == "spawn"
+    assert method == "forkserver"
     assert "threads" in reason

@@ -32,8 +32,9 @@ pytest_plugins = [
 
 _HELP = {
     "isolation_mode": "file: run every test file in a process of its own.",
-    "isolation_start": "How file mode starts a child: fork, spawn, or auto (fork on Linux "
-    "unless threads run, spawn elsewhere).",
+    "isolation_start": "How file mode starts a child: fork (from a copy of this process), "
+    "spawn (a fresh interpreter per file), forkserver (forked from one fresh interpreter), "
+    "or auto (fork on Linux, forkserver when threads run, spawn elsewhere).",
     "isolation_leaks": "Leak guard: warn, error or quiet restore process-wide state a test, "
     "fixture or test module import leaves changed (mock patches, sys.modules, module "
     "attributes, os.environ, cwd, sys.path, logging, signals, ...); warn also warns, error "

@@ -13,7 +13,7 @@ from pytest_isolation.core import options
 
 MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
-START_METHODS = ("auto", "fork", "spawn")
+START_METHODS = ("auto", "fork", "spawn", "forkserver")
 RETRY_SCOPES = ("failed", "file")
 PRELOAD = ("auto", "off")
 
@@ -65,14 +65,26 @@ class Settings:
 def resolve_start(start: str, baseline_threads: int = 1, beside: str = "") -> tuple[str, str]:
     """The start method to use and why, for ``auto``: fork on Linux unless
     threads run beyond ``baseline_threads``, the plugins' own idle threads
-    (``beside`` names them), which the children never use."""
+    (``beside`` names them), which the children never use; with other threads,
+    forkserver (children forked from a fresh interpreter without them)."""
     if start != "auto":
+        if start == "forkserver" and not hasattr(os, "fork"):
+            raise pytest.UsageError(
+                f"--isolation-start=forkserver: {sys.platform} cannot fork; use spawn"
+            )
         return start, "requested"
     if not hasattr(os, "fork") or sys.platform != "linux":
         return "spawn", f"auto: fork is not the safe default on {sys.platform}"
     if threading.active_count() > baseline_threads:
-        return "spawn", "auto: other threads are running in this process, fork is unsafe"
+        return "forkserver", f"auto: {THREADS_RUNNING}"
     return "fork", f"auto, {beside}" if beside else "auto"
+
+
+#: Why ``auto`` does not fork the parent itself.
+THREADS_RUNNING = (
+    "other threads are running in this process, so each file's child is forked "
+    "from a fresh interpreter instead"
+)
 
 
 def plugin_threads(config: pytest.Config, in_xdist_worker: bool) -> tuple[int, str]:

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
@@ -30,6 +31,7 @@ from pytest_isolation.filemode import crash
 from pytest_isolation.filemode import lastfailed
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode import preload
 from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import prepare_forked
@@ -37,6 +39,8 @@ from pytest_isolation.filemode.child import run_forked
 from pytest_isolation.filemode.childend import apply_raised_status
 from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.launch import Child
+from pytest_isolation.filemode.launch import ForkServer
+from pytest_isolation.filemode.launch import Launch
 from pytest_isolation.filemode.launch import Warm
 from pytest_isolation.filemode.launch import describe_exit
 from pytest_isolation.filemode.launch import end_at_once
@@ -52,6 +56,7 @@ from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
 from pytest_isolation.filemode.nodes import IsolatedFileItem
 from pytest_isolation.filemode.relay import FileRelay
+from pytest_isolation.filemode.servers import PRELOAD_SECONDS
 from pytest_isolation.filemode.servers import Servers
 
 __all__ = ["FileModeController"]
@@ -125,6 +130,8 @@ class FileModeController:
         self.started: dict[int, Child] = {}
         #: Fork the prepared children of the run (started at the first file).
         self.servers: Servers | None = None
+        #: The spawned fork server of ``forkserver`` (started at the first file).
+        self.zygote: ForkServer | None = None
         #: Index of each placeholder in session.items, for children forked ahead.
         self.positions: dict[pytest.Item, int] = {}
         #: Children that finished and still need reaping.
@@ -372,22 +379,17 @@ class FileModeController:
             self.basetemp = shared_basetemp(self.config)
         threads = threading.active_count() > self.baseline_threads
         if self.method == "fork" and self.settings.start == "auto" and threads:
-            self.method, self.reason = "spawn", "auto: threads started during the run"
-            _write_line(self.config, "isolation: threads are running, starting children by spawn")
+            self.method, self.reason = "forkserver", f"auto: {THREADS_RUNNING}"
+            _write_line(
+                self.config,
+                "isolation: threads are running, forking children from a fresh interpreter",
+            )
             self._discard_warm()
-        if self.method == "spawn":
-            params = self.config.invocation_params
-            args = list(params.args)
-            if is_worker(self.config):  # the child runs its file itself, not through xdist
-                args += ["-n", "0", "--dist", "no"]
-                workerinput = _json_values(self.config.workerinput)  # type: ignore[attr-defined]
-                spec = dataclasses.replace(spec, workerinput=workerinput)
-            if self.config.pluginmanager.has_plugin("_cov"):
-                args.append("--cov-append")  # else pytest-cov erases the other children's data
-            if self.basetemp is not None:  # a directory per child: pytest empties it first
-                self.spawned += 1
-                args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")
-            return spawn_child(spec, args, str(params.dir), self.environ)
+        if self.method in ("spawn", "forkserver"):
+            spec, launch = self._launch(spec)
+            if self.method == "spawn":
+                return spawn_child(spec, launch.args, launch.cwd, launch.environ)
+            return self._forkserver().fork().activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
         if self.warm is not None and self.warm_preloads != self._servers().preloads(file.path):
@@ -398,6 +400,42 @@ class FileModeController:
         if more is not None:
             self.warm = self._fork_ahead(more)
         return child
+
+    def _launch(self, spec: wire.ChildSpec) -> tuple[wire.ChildSpec, Launch]:
+        """How a child that runs pytest itself (spawn, forkserver) is started:
+        the run's own arguments, directory and environment, and what it
+        must do beyond them."""
+        params = self.config.invocation_params
+        args = list(params.args)
+        if is_worker(self.config):  # the child runs its file itself, not through xdist
+            args += ["-n", "0", "--dist", "no"]
+            workerinput = _json_values(self.config.workerinput)  # type: ignore[attr-defined]
+            spec = dataclasses.replace(spec, workerinput=workerinput)
+        if self.config.pluginmanager.has_plugin("_cov"):
+            args.append("--cov-append")  # else pytest-cov erases the other children's data
+        if self.basetemp is not None:  # a directory per child: pytest empties it first
+            self.spawned += 1
+            args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")
+        environ = dict(os.environ) if self.environ is None else self.environ
+        return spec, Launch(args, str(params.dir), environ)
+
+    def _forkserver(self) -> ForkServer:
+        """The spawned fork server (``forkserver``), started at the first file
+        with the plugins the parent loaded; without them when it refuses one
+        (a server in which a refused import ran is not used)."""
+        if self.zygote is None:
+            seconds = PRELOAD_SECONDS if self.settings.timeout is None else self.settings.timeout
+            seconds = min(seconds, PRELOAD_SECONDS)
+            cwd = str(self.config.invocation_params.dir)
+            server = ForkServer.spawn(cwd, self.environ, plugins.modules(self.config), seconds)
+            loaded = preload.Loaded(**json.loads(server.hello))
+            if loaded.why:
+                server.close()
+                server = ForkServer.spawn(cwd, self.environ, [], seconds)
+                why = f"{loaded.refused or 'an import'}: {loaded.why}"
+                _write_line(self.config, f"isolation: the fork server preloads no plugin ({why})")
+            self.zygote = server
+        return self.zygote
 
     def _fork_now(self, file: pytest.File) -> Warm:
         """Fork a child of the parent itself, for ``file``."""
@@ -438,6 +476,9 @@ class FileModeController:
         self.exited = []
         if self.servers is not None:
             self.servers.close()
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)

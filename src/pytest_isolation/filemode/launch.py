@@ -1,5 +1,11 @@
 """Starting, watching and ending file-mode child processes.
 
+Children start in one of three ways: forked from a fork server, itself a
+forked copy of the prepared parent (``fork``); as a fresh interpreter each
+(``spawn``); or forked from a fork server that is a fresh interpreter with
+pytest imported and nothing else, each child then running pytest as a
+spawned one does (``forkserver``, for a parent with threads of its own).
+
 Each child runs in a session (and process group) of its own, so ending it
 with ``killpg`` also ends whatever it started, and a Ctrl-C at the terminal
 reaches only the parent, which then ends its children.  On Linux every
@@ -13,6 +19,7 @@ import contextlib
 import dataclasses
 import faulthandler
 import gc
+import json
 import os
 import signal
 import socket
@@ -34,6 +41,7 @@ from pytest_isolation.filemode.lifetime import ending_default
 from pytest_isolation.filemode.wire import START
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.filemode.wire import receive
 
 #: How much of a dead child's stderr goes into its failure report: enough for
 #: a faulthandler dump of a deep stack after the test's own last words.
@@ -60,6 +68,24 @@ _SPAWN_CODE = (
     "del spec\n"
     "import pytest\n"
     "raise SystemExit(pytest.main())\n"
+)
+
+
+# Run by the spawned fork server (``forkserver``): the parent's sys.path[0] and
+# ``__main__`` as in a spawned child, pytest imported, then it forks children.
+_FORKSERVER_CODE = (
+    "# pytest-isolation: the fork server of a file-mode run\n"
+    "import importlib.util, json, sys\n"
+    "spec = json.loads(sys.argv.pop(1))\n"
+    "from pytest_isolation.filemode.lifetime import die_with_parent\n"
+    "die_with_parent(spec['parent'])\n"
+    "sys.path[0] = spec['path0']\n"
+    "if spec['main_file']:\n"
+    "    __file__ = spec['main_file']\n"
+    "if spec['main_name']:\n"
+    "    __spec__ = importlib.util.find_spec(spec['main_name'])\n"
+    "from pytest_isolation.filemode.launch import serve_spawned\n"
+    "serve_spawned(spec['fd'], spec['modules'])\n"
 )
 
 
@@ -155,10 +181,11 @@ class Warm:
     #: For children of a fork server: asks the server for the exit code.
     waiter: Callable[[int], int] | None = None
 
-    def activate(self, spec: ChildSpec, index: int) -> Child:
-        """Send the file to run (``index``: its placeholder in ``session.items``)."""
+    def activate(self, spec: ChildSpec, index: int, launch: Launch | None = None) -> Child:
+        """Send the file to run (``index``: its placeholder in ``session.items``);
+        a child of the spawned fork server also gets how to run pytest."""
         try:
-            Sender(self.control).send(START, spec=spec, index=index)
+            Sender(self.control).send(START, spec=spec, index=index, launch=launch)
         finally:
             os.close(self.control)
         return Child(self.pid, self.stream, self.stderr, waiter=self.waiter)
@@ -169,6 +196,16 @@ class Warm:
         self.stream.close()
         self.stderr.close()
         Child(self.pid, self.stream, self.stderr, waiter=self.waiter).wait()
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How a child of the spawned fork server runs pytest, as a spawned child
+    would: its arguments, its working directory and its environment."""
+
+    args: list[str]
+    cwd: str
+    environ: dict[str, str]
 
 
 def fork_warm(body: Callable[[int, int], None]) -> Warm:
@@ -251,11 +288,19 @@ class ForkServer:
     the exit status of the ones that died.
     """
 
-    def __init__(self, pid: int, channel: socket.socket, hello: bytes = b"") -> None:
+    def __init__(
+        self,
+        pid: int,
+        channel: socket.socket,
+        hello: bytes = b"",
+        process: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         self.pid = pid
         self.channel = channel
         #: What ``prepare()`` had to say (what the server preloaded).
         self.hello = hello
+        #: The spawned fork server's process (``forkserver``).
+        self.process = process
 
     @classmethod
     def start(
@@ -289,6 +334,57 @@ class ForkServer:
         channel.settimeout(None)
         return cls(pid, channel, hello)
 
+    @classmethod
+    def spawn(
+        cls, cwd: str, environ: dict[str, str] | None, modules: Sequence[str], seconds: float
+    ) -> ForkServer:
+        """Start the spawned fork server: a fresh interpreter that imports
+        pytest and ``modules`` and forks the children (:func:`serve_spawned`).
+        Waits for it at most ``seconds``; ``RuntimeError`` names why it did
+        not start.  Its ``hello`` says what it imported (a
+        :class:`~.preload.Loaded`, as JSON)."""
+        channel, server_end = socket.socketpair()
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read here if it fails to start
+        main_file, main_name = _main_module()
+        spec = {
+            "fd": server_end.fileno(),
+            "parent": os.getpid(),
+            "path0": sys.path[0],
+            "main_file": main_file,
+            "main_name": main_name,
+            "modules": list(modules),
+        }
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _FORKSERVER_CODE, json.dumps(spec)],
+                cwd=cwd,
+                env=os.environ if environ is None else environ,
+                pass_fds=(server_end.fileno(),),
+                stderr=stderr,
+                start_new_session=True,
+            )
+        finally:
+            server_end.close()
+        channel.settimeout(seconds)
+        try:
+            header = _recv_exactly(channel, 4)
+            hello = _recv_exactly(channel, int.from_bytes(header, "big"))
+        except TimeoutError:
+            header = b""
+        if len(header) < 4:
+            process.kill()
+            process.wait()
+            channel.close()
+            stderr.seek(0)
+            said = stderr.read().decode(errors="replace").strip()
+            raise RuntimeError(
+                f"isolation: the fork server (a fresh interpreter) did not start in "
+                f"{seconds:g} s{': ' + said if said else ''}"
+            )
+        stderr.close()
+        channel.settimeout(None)
+        return cls(process.pid, channel, hello, process)
+
     def fork(self) -> Warm:
         """A new prepared child, waiting for its file."""
         self.channel.sendall(_FORK)
@@ -306,7 +402,10 @@ class ForkServer:
 
     def close(self) -> None:
         self.channel.close()
-        os.waitpid(self.pid, 0)
+        if self.process is not None:
+            self.process.wait()
+        else:
+            os.waitpid(self.pid, 0)
 
 
 _FORK = b"F"
@@ -370,6 +469,46 @@ def _serve_fork(channel: socket.socket, body: Callable[[int, int], None]) -> Non
     os.close(control_write)
     os.close(read_fd)
     stderr.close()
+
+
+def serve_spawned(fd: int, modules: list[str]) -> None:
+    """The spawned fork server: imports pytest and ``modules`` (the plugins
+    the parent loaded, which every child loads again), then forks the
+    children, each of which runs pytest as a spawned child does
+    (:func:`_run_pytest`).  The imports are checked as preloads are; the
+    parent does not use a server that refused one."""
+    import pytest  # noqa: F401 - what every child imports first
+
+    from pytest_isolation.filemode import preload
+
+    loaded = preload.load(modules)
+    _serve(socket.socket(fileno=fd), _run_pytest, json.dumps(dataclasses.asdict(loaded)).encode())
+    os._exit(0)
+
+
+def _run_pytest(control: int, fd: int) -> None:  # pragma: no cover - runs in a child
+    """A child of the spawned fork server: wait for the file, then run pytest
+    for it in the run's environment and directory, as a spawned child does;
+    the child plugin ends the process."""
+    gc.unfreeze()  # what the server froze is this child's own (see _serve)
+    with os.fdopen(control, "rb") as stream:
+        message = next(receive(stream), None)
+    if message is None:  # the parent no longer needs this child
+        os._exit(0)
+    payload = message[1]
+    launch: Launch = payload["launch"]
+    spec = dataclasses.replace(payload["spec"], fd=fd)
+    os.environ.clear()
+    os.environ.update(launch.environ)
+    os.environ[CHILD_ENV] = spec.to_env()
+    os.chdir(launch.cwd)
+    sys.argv[1:] = launch.args
+    import pytest
+
+    code = pytest.main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))
 
 
 def spawn_child(

@@ -12,6 +12,8 @@ the command line asks for it, file mode refuses at start.
 from __future__ import annotations
 
 import os
+import sys
+import types
 
 import pytest
 
@@ -126,3 +128,23 @@ def check_compatible(config: pytest.Config) -> None:
             "--stepwise without --isolation-mode=file"
         )
     refuse_uncombinable(config)
+
+
+def modules(config: pytest.Config) -> list[str]:
+    """What a child that runs pytest itself imports at its start, as this
+    process did: pytest's own modules and this plugin's, and the plugin
+    modules registered here, in order (conftests, which a child imports
+    itself from its file's directories, left out)."""
+    names = [
+        name
+        for name in list(sys.modules)
+        if name.startswith(("_pytest.", "pytest_isolation.")) and name != __name__
+    ]
+    for plugin in config.pluginmanager.get_plugins():
+        name = getattr(plugin, "__name__", None)
+        if not isinstance(plugin, types.ModuleType) or not isinstance(name, str):
+            continue
+        file = str(getattr(plugin, "__file__", "") or "")
+        if name != "__main__" and os.path.basename(file) != "conftest.py" and name in sys.modules:
+            names.append(name)
+    return list(dict.fromkeys(names))

@@ -1,0 +1,126 @@
+"""The forkserver start method (issue 17): each file's child is forked from
+one fresh interpreter, so a pytest process with threads of its own no longer
+makes every file pay a whole interpreter's start."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import FILE_MODE
+from conftest import TIMEOUT
+from conftest import run_file_mode
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="auto forks only on Linux")
+
+#: A conftest whose pytest_configure starts a thread that the tests use.
+SERVING_CONFTEST = """
+import queue, threading
+
+REQUESTS, ANSWERS = queue.Queue(), queue.Queue()
+
+def _serve():
+    while True:
+        ANSWERS.put(REQUESTS.get() * 2)
+
+def pytest_configure(config):
+    threading.Thread(target=_serve, name="served", daemon=True).start()
+"""
+
+ASKS_THE_THREAD = """
+import conftest
+
+def test_the_thread_answers():
+    conftest.REQUESTS.put(21)
+    assert conftest.ANSWERS.get(timeout=5) == 42
+"""
+
+
+def test_auto_forks_from_a_fresh_interpreter_when_configure_starts_a_thread(
+    pytester: pytest.Pytester,
+) -> None:
+    """The thread a conftest starts at configure runs in every child (each
+    child configures pytest itself), which forking the parent cannot give:
+    the forked child has no such thread, and its test times out."""
+    pytester.makeconftest(SERVING_CONFTEST)
+    pytester.makepyfile(test_a=ASKS_THE_THREAD, test_b=ASKS_THE_THREAD, test_c=ASKS_THE_THREAD)
+    result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["isolation: file mode, * (start method forkserver: auto: other threads are running*"]
+    )
+    forked = run_file_mode(pytester, "fork", "test_a.py")
+    forked.assert_outcomes(failed=1)
+    forked.stdout.fnmatch_lines(["*queue.Empty*"])
+
+
+def test_a_thread_started_after_configure_switches_the_rest_of_the_run(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+        import threading, time
+
+        def pytest_collection_finish(session):
+            threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+        """
+    )
+    pytester.makepyfile(test_a="def test_1(): pass", test_b="def test_2(): assert False")
+    result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["isolation: threads are running, forking children from a fresh interpreter"]
+    )
+
+
+#: A plugin module that records the process that imported it, and a list its tests fill.
+RECORDING_PLUGIN = """
+import os
+IMPORTED_IN = os.getpid()
+SEEN = []
+"""
+
+USES_THE_PLUGIN = """
+import os
+import recorder
+
+def test_fresh():
+    recorder.SEEN.append(__name__)
+    assert recorder.SEEN == [__name__]  # no other file's entry: a pristine copy
+
+def test_imported_by_the_server():
+    assert recorder.IMPORTED_IN == os.getppid() != os.getpid()
+"""
+
+
+def test_the_server_imports_the_plugins_and_each_child_starts_from_its_state(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(recorder=RECORDING_PLUGIN, test_a=USES_THE_PLUGIN, test_b=USES_THE_PLUGIN)
+    result = run_file_mode(pytester, "forkserver", "-p", "recorder")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["* (start method forkserver: requested)"])
+    result.stdout.no_fnmatch_line("*preloads no plugin*")
+
+
+def test_a_plugin_whose_import_warns_is_imported_by_each_child_itself(
+    pytester: pytest.Pytester,
+) -> None:
+    """A server in which a refused import ran is not used: the run goes on with
+    one that imports pytest only, and the header says why."""
+    pytester.makepyfile(
+        recorder="import warnings\nwarnings.warn(UserWarning('old'))\n" + RECORDING_PLUGIN,
+        test_a="""
+        import os
+        import recorder
+
+        def test_imported_by_the_child():
+            assert recorder.IMPORTED_IN == os.getpid()
+        """,
+    )
+    result = run_file_mode(pytester, "forkserver", "-p", "recorder")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["isolation: the fork server preloads no plugin (recorder: its import warns (*: old))"]
+    )
