@@ -6,6 +6,10 @@ Generates synthetic test suites, then times, per suite and side by side:
 * ``fork``       -- the same with ``-p isolation --isolation-mode=file --isolation-start=fork``
 * ``fork-nopreload`` -- ``fork`` with ``--isolation-preload=off`` (each child imports its libraries)
 * ``spawn``      -- the same with ``-p isolation --isolation-mode=file --isolation-start=spawn``
+* ``forkserver`` -- the same with ``--isolation-start=forkserver``
+* ``auto``       -- file mode with the default start method (``auto``)
+* ``auto-thread``-- ``auto`` with a thread started in ``pytest_configure`` by the suite's
+  conftest (suites that have one: ``100x5-thread``), so the parent has a live thread
 * ``loop``       -- one ``python -m pytest -q -p no:cacheprovider FILE`` per test file, in turn
 * ``cleanslate`` -- the same as ``plain`` with ``-p pytest_cleanslate.plugin --cleanslate``
 
@@ -45,7 +49,17 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 DEFAULT_WORKDIR = BENCH_DIR / ".work"
 
-ALL_MODES = ("plain", "fork", "fork-nopreload", "spawn", "loop", "cleanslate")
+ALL_MODES = (
+    "plain",
+    "fork",
+    "fork-nopreload",
+    "spawn",
+    "forkserver",
+    "auto",
+    "auto-thread",
+    "loop",
+    "cleanslate",
+)
 BASE_ARGS = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 MODE_ARGS: dict[str, tuple[str, ...]] = {
     "plain": (),
@@ -58,14 +72,23 @@ MODE_ARGS: dict[str, tuple[str, ...]] = {
         "--isolation-preload=off",
     ),
     "spawn": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=spawn"),
+    "forkserver": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=forkserver"),
+    "auto": ("-p", "isolation", "--isolation-mode=file"),
+    "auto-thread": ("-p", "isolation", "--isolation-mode=file"),
     "loop": (),
     "cleanslate": ("-p", "pytest_cleanslate.plugin", "--cleanslate"),
 }
+
+#: What a mode adds to the environment: the suite's conftest starts a thread when it is set.
+THREAD_ENV = "BENCH_PARENT_THREAD"
+MODE_ENV: dict[str, dict[str, str]] = {"auto-thread": {THREAD_ENV: "1"}}
 
 # Environment variables that would change what pytest runs; removed for every mode alike.
 SCRUBBED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 TARGET_FORK_RATIO = 2.0
+#: A parent with a live thread against the same run without it (issue 17).
+TARGET_THREAD_RATIO = 1.2
 TARGET_FORK_VS_CLEANSLATE = 0.35
 
 # Last line of a ``-q`` run, e.g. "1000 passed in 2.31s" or "3 failed, 997 passed, 1 warning in
@@ -85,6 +108,8 @@ class Suite:
     tests_per_file: int
     description: str
     render: Callable[[int, int], str]
+    #: The suite's conftest.py, if it has one.
+    conftest: str = ""
 
     @property
     def tests(self) -> int:
@@ -164,6 +189,18 @@ _LIBRARY_BODIES = (
 _render_library = _renderer(_LIBRARY_HEADER, _LIBRARY_BODIES)
 
 
+_THREAD_CONFTEST = f'''"""Starts a thread at configure when {THREAD_ENV} is set (auto-thread)."""
+
+import os
+import threading
+
+
+def pytest_configure(config):
+    if os.environ.get("{THREAD_ENV}"):
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+'''
+
+
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
@@ -174,6 +211,14 @@ SUITES: dict[str, Suite] = {
             20,
             "50 files x 20 tests; each file imports json, decimal, fractions, email.message",
             _render_imports,
+        ),
+        Suite(
+            "100x5-thread",
+            100,
+            5,
+            "100 files x 5 trivial tests; the conftest starts a thread at configure (auto-thread)",
+            _render_trivial,
+            _THREAD_CONFTEST,
         ),
         Suite(
             "rich60",
@@ -195,6 +240,8 @@ def generate(suite: Suite, workdir: Path) -> Path:
     # An empty ini file makes the suite directory pytest's rootdir, away from the repository's
     # own configuration (addopts, filterwarnings, ...).
     (root / "pytest.ini").write_text("")
+    if suite.conftest:
+        (root / "conftest.py").write_text(suite.conftest)
     width = len(str(suite.files - 1))
     for i in range(suite.files):
         path = root / f"test_f{i:0{width}d}.py"
@@ -319,6 +366,7 @@ def run_mode(
             first = first or out.stderr_first_line
         return Outcome(time.perf_counter() - start, first)
     cmd = [python, *BASE_ARGS, *MODE_ARGS[mode], str(root)]
+    env = {**env, **MODE_ENV.get(mode, {})}
     return run_pytest(cmd, cwd=root, env=env, timeout=timeout, expect_passed=suite.tests)
 
 
@@ -373,7 +421,14 @@ class SuiteResult:
         fork_oh, cs_oh = self.overhead_ms("fork"), self.overhead_ms("cleanslate")
         fork_vs_cs = fork_oh / cs_oh if fork_oh is not None and cs_oh and cs_oh > 0 else None
         spawn_oh, loop_oh = self.overhead_ms("spawn"), self.overhead_ms("loop")
+        threaded, unthreaded = self.median("auto-thread"), self.median("auto")
+        thread_ratio = threaded / unthreaded if threaded and unthreaded else None
         return {
+            "thread_ratio": {
+                "value": thread_ratio,
+                "target": f"<= {TARGET_THREAD_RATIO}",
+                "met": None if thread_ratio is None else thread_ratio <= TARGET_THREAD_RATIO,
+            },
             "fork_plain_ratio": {
                 "value": fork_ratio,
                 "target": f"<= {TARGET_FORK_RATIO}",
@@ -644,6 +699,12 @@ def render_suite(result: SuiteResult) -> str:
         f"{_f(sl['spawn_ms_per_file'], '.1f')} ms vs {_f(sl['loop_ms_per_file'], '.1f')} ms "
         f"(target: spawn no slower): {_met(sl['met'])}",
     ]
+    tr = t["thread_ratio"]
+    if tr["value"] is not None:
+        lines.append(
+            f"- auto with a live thread in the parent / auto without: {_f(tr['value'], '.2f')} "
+            f"(target {tr['target']}): {_met(tr['met'])}"
+        )
     if notes:
         lines += ["", "Notes:", *notes]
     return "\n".join(lines)
@@ -686,6 +747,7 @@ def to_json(
             "timeout": args.timeout,
             "modes": args.mode,
             "commands": {m: ["python", *BASE_ARGS, *MODE_ARGS[m], "PATH"] for m in ALL_MODES},
+            "mode_env": MODE_ENV,
         },
         "suites": suites,
     }

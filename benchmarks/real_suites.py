@@ -56,6 +56,8 @@ MODES: dict[str, tuple[str, ...]] = {
     "guard": (),
     # File mode without the leak guard (not run by default): what file mode alone changes.
     "fork-noguard": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-leaks=off"),
+    # File mode with the forkserver start method (not run by default).
+    "forkserver": ("--isolation-mode=file", "--isolation-start=forkserver"),
     # File mode without the preloading fork server (not run by default): what preloading changes.
     "fork-nopreload": (
         "--isolation-mode=file",

@@ -639,3 +639,46 @@ def test_a_child_s_own_start_is_no_leak_after_items_run_in_the_parent(
     )
     result.assert_outcomes(passed=2)
     assert "LeakedStateWarning" not in result.stdout.str()
+
+
+def test_pytest_s_own_package_set_up_is_no_leak(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """The set-up of a package's first test imports its ``__init__.py``, and
+    pytest puts the directory above the package at the front of ``sys.path``
+    (pygments' snippets, after a rootless conftest took the front: 590
+    warnings in file mode, one per file); a test's own insert still leaks."""
+    write(
+        pytester.path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/conftest.py": """
+                import pytest
+
+                class TxtItem(pytest.Item):
+                    def runtest(self):
+                        if self.name == "inserts":
+                            import sys
+                            sys.path.insert(0, "/nonexistent/elsewhere")
+
+                class TxtFile(pytest.File):
+                    def collect(self):
+                        for name in self.path.read_text().split():
+                            yield TxtItem.from_parent(self, name=name)
+
+                def pytest_collect_file(file_path, parent):
+                    if file_path.suffix == ".txt":
+                        return TxtFile.from_parent(parent, path=file_path)
+                """,
+            "pkg/snippets/conftest.py": "",  # rootless: its directory goes first in sys.path
+            "pkg/snippets/a.txt": "clean",
+            "pkg/snippets/b.txt": "inserts",
+            "pkg/test_c.py": "def test_c():\n    pass\n",
+        },
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=3, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*LeakedStateWarning: pkg/snippets/b.txt::inserts leaked sys.path*"]
+    )
+    assert "a.txt::clean leaked" not in result.stdout.str()
