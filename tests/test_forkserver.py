@@ -124,3 +124,20 @@ def test_a_plugin_whose_import_warns_is_imported_by_each_child_itself(
     result.stdout.fnmatch_lines(
         ["isolation: the fork server preloads no plugin (recorder: its import warns (*: old))"]
     )
+
+
+def test_a_plugin_a_conftest_names_is_imported_after_the_conftest(
+    pytester: pytest.Pytester,
+) -> None:
+    """``pytest_plugins`` of a conftest is imported once the conftest's own
+    code ran (which may set what the plugin reads at import): the server
+    does not import it first."""
+    pytester.makepyfile(
+        setting="VALUE = 'default'\n",
+        late="import setting\nSEEN = setting.VALUE\n",
+        conftest=(
+            "import setting\nsetting.VALUE = 'set by the conftest'\npytest_plugins = ['late']\n"
+        ),
+        test_a="import late\n\ndef test_seen():\n    assert late.SEEN == 'set by the conftest'\n",
+    )
+    run_file_mode(pytester, "forkserver").assert_outcomes(passed=1)

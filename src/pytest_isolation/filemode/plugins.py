@@ -11,6 +11,7 @@ the command line asks for it, file mode refuses at start.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import types
@@ -131,20 +132,30 @@ def check_compatible(config: pytest.Config) -> None:
 
 
 def modules(config: pytest.Config) -> list[str]:
-    """What a child that runs pytest itself imports at its start, as this
-    process did: pytest's own modules and this plugin's, and the plugin
-    modules registered here, in order (conftests, which a child imports
-    itself from its file's directories, left out)."""
+    """What a child that runs pytest itself imports before its conftests, as
+    this process did: pytest's own modules and this plugin's, the plugins of
+    installed distributions (entry points), and those named by ``-p`` and
+    ``PYTEST_PLUGINS``.  Plugins a conftest names (``pytest_plugins``) are
+    left out: the child imports them after the conftest's own code ran."""
+    early = {
+        module.__name__
+        for module, _ in config.pluginmanager.list_plugin_distinfo()
+        if isinstance(module, types.ModuleType)
+    }
+    early.update(_named_plugins(config))
     names = [
         name
         for name in list(sys.modules)
         if name.startswith(("_pytest.", "pytest_isolation.")) and name != __name__
     ]
-    for plugin in config.pluginmanager.get_plugins():
-        name = getattr(plugin, "__name__", None)
-        if not isinstance(plugin, types.ModuleType) or not isinstance(name, str):
-            continue
-        file = str(getattr(plugin, "__file__", "") or "")
-        if name != "__main__" and os.path.basename(file) != "conftest.py" and name in sys.modules:
-            names.append(name)
+    names += sorted(name for name in early if name in sys.modules)
     return list(dict.fromkeys(names))
+
+
+def _named_plugins(config: pytest.Config) -> set[str]:
+    """The modules ``-p NAME`` and ``PYTEST_PLUGINS`` name (``no:`` left out)."""
+    args = list(config.invocation_params.args)
+    named = [value for flag, value in itertools.pairwise(args) if flag == "-p"]
+    named += [arg[2:] for arg in args if arg.startswith("-p") and len(arg) > 2]
+    named += os.environ.get("PYTEST_PLUGINS", "").split(",")
+    return {name.strip() for name in named if name.strip() and not name.startswith("no:")}
