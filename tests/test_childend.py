@@ -1,6 +1,6 @@
 """A file-mode child ends its session like a pytest-xdist worker, and plugins
 that work at the session's end or outside reports give the plain run's
-results (issue 14), each in both start methods."""
+results (issue 14), each in every start method."""
 
 from __future__ import annotations
 

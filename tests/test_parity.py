@@ -1,4 +1,4 @@
-"""File mode reports what a plain run reports, for both start methods."""
+"""File mode reports what a plain run reports, for every start method."""
 
 from __future__ import annotations
 

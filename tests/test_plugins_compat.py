@@ -1,4 +1,4 @@
-"""File mode beside the plugins real suites run, each in both start methods:
+"""File mode beside the plugins real suites run, each in every start method:
 pytest-cov, pytest-timeout, pytest-randomly, pytest-rerunfailures, pyfakefs,
 pytest-mock, pytest-asyncio and hypothesis."""
 
