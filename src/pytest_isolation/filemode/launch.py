@@ -48,42 +48,40 @@ from pytest_isolation.filemode.wire import receive
 STDERR_TAIL_BYTES = 12000
 STDERR_TAIL_LINES = 100
 
-# Run by a spawned interpreter: put back the parent's sys.path[0] (``python -m
-# pytest`` and the ``pytest`` script differ there) and the file and module name
-# of its ``__main__`` (multiprocessing's spawn start method and tests read
-# them), then run pytest as usual.
+# What a spawned interpreter does first, with ``spec`` read: end with its
+# parent, asked before pytest loads (see filemode/lifetime.py); put back the
+# parent's sys.path[0] (``python -m pytest`` and the ``pytest`` script differ
+# there) and the file and module name of its ``__main__`` (multiprocessing's
+# spawn start method and tests read them).
+_AS_THE_PARENT = (
+    "from pytest_isolation.filemode.lifetime import die_with_parent\n"
+    "die_with_parent(spec['parent'])\n"
+    "sys.path[0] = spec['path0']\n"
+    "if spec['main_file']:\n"
+    "    __file__ = spec['main_file']\n"
+    "if spec['main_name']:\n"
+    "    __spec__ = importlib.util.find_spec(spec['main_name'])\n"
+)
+
+# Run by a spawned child: the above, then pytest as usual.
 _SPAWN_CODE = (
     "import faulthandler, importlib.util, json, os, signal, sys\n"
     # A timed-out child dumps every thread's traceback to its stderr file on SIGUSR1.
     "faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)\n"
     f"spec = json.loads(os.environ[{CHILD_ENV!r}])\n"
-    # Ends with its parent, asked before pytest loads (see filemode/lifetime.py).
-    "from pytest_isolation.filemode.lifetime import die_with_parent\n"
-    "die_with_parent(spec['parent'])\n"
-    "sys.path[0] = spec['path0']\n"
-    "if spec['main_file']:\n"
-    "    __file__ = spec['main_file']\n"
-    "if spec['main_name']:\n"
-    "    __spec__ = importlib.util.find_spec(spec['main_name'])\n"
+    f"{_AS_THE_PARENT}"
     "del spec\n"
     "import pytest\n"
     "raise SystemExit(pytest.main())\n"
 )
 
-
-# Run by the spawned fork server (``forkserver``): the parent's sys.path[0] and
-# ``__main__`` as in a spawned child, pytest imported, then it forks children.
+# Run by the spawned fork server (``forkserver``): the same start, then it
+# imports pytest and forks the children.
 _FORKSERVER_CODE = (
     "# pytest-isolation: the fork server of a file-mode run\n"
     "import importlib.util, json, sys\n"
     "spec = json.loads(sys.argv.pop(1))\n"
-    "from pytest_isolation.filemode.lifetime import die_with_parent\n"
-    "die_with_parent(spec['parent'])\n"
-    "sys.path[0] = spec['path0']\n"
-    "if spec['main_file']:\n"
-    "    __file__ = spec['main_file']\n"
-    "if spec['main_name']:\n"
-    "    __spec__ = importlib.util.find_spec(spec['main_name'])\n"
+    f"{_AS_THE_PARENT}"
     "from pytest_isolation.filemode.launch import serve_spawned\n"
     "serve_spawned(spec['fd'], spec['modules'])\n"
 )
