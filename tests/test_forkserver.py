@@ -74,11 +74,15 @@ def test_a_thread_started_after_configure_switches_the_rest_of_the_run(
     )
 
 
-#: A plugin module that records the process that imported it, and a list its tests fill.
+#: A plugin module that records the process that imported it, a list its
+#: tests fill, and an assert of its own.
 RECORDING_PLUGIN = """
 import os
 IMPORTED_IN = os.getpid()
 SEEN = []
+
+def check(value):
+    assert value == 1
 """
 
 USES_THE_PLUGIN = """
@@ -93,15 +97,69 @@ def test_imported_by_the_server():
     assert recorder.IMPORTED_IN == os.getppid() != os.getpid()
 """
 
+NOT_REWRITTEN = '"""A plugin. PYTEST_DONT_REWRITE"""\n'
 
+
+@pytest.mark.parametrize(
+    ("header", "args"),
+    [(NOT_REWRITTEN, ()), ("", ("--assert=plain",))],
+    ids=["dont-rewrite", "assert-plain"],
+)
 def test_the_server_imports_the_plugins_and_each_child_starts_from_its_state(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, header: str, args: tuple[str, ...]
 ) -> None:
-    pytester.makepyfile(recorder=RECORDING_PLUGIN, test_a=USES_THE_PLUGIN, test_b=USES_THE_PLUGIN)
-    result = run_file_mode(pytester, "forkserver", "-p", "recorder")
+    pytester.makepyfile(
+        recorder=header + RECORDING_PLUGIN, test_a=USES_THE_PLUGIN, test_b=USES_THE_PLUGIN
+    )
+    result = run_file_mode(pytester, "forkserver", "-p", "recorder", *args)
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["* (start method forkserver: requested)"])
     result.stdout.no_fnmatch_line("*preloads no plugin*")
+
+
+def test_a_plugin_whose_asserts_pytest_rewrites_is_imported_by_each_child(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest rewrites a plugin's asserts as it imports it (and warns about
+    one imported before): the server leaves such a plugin to the child."""
+    pytester.makepyfile(
+        recorder=RECORDING_PLUGIN,
+        test_a="""
+        import os
+        import pytest
+        import recorder
+
+        def test_imported_by_the_child():
+            assert recorder.IMPORTED_IN == os.getpid()
+
+        def test_rewritten():
+            with pytest.raises(AssertionError, match="assert 2 == 1"):
+                recorder.check(2)
+        """,
+    )
+    result = run_file_mode(pytester, "forkserver", "-p", "recorder", "-W", "error")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*cannot be rewritten*")
+
+
+def test_installed_plugins_are_rewritten_as_in_a_plain_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With autoload, pytest marks every installed plugin's package for
+    rewriting (this one's too, which says PYTEST_DONT_REWRITE)."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    pytester.makepyfile(test_a="def test_1(): pass\n")
+    result = pytester.runpytest_subprocess(
+        "--isolation-mode=file",
+        "--isolation-start=forkserver",
+        "-p",
+        "no:randomly",
+        "-W",
+        "error::pytest.PytestAssertRewriteWarning",
+        timeout=TIMEOUT,
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*cannot be rewritten*")
 
 
 def test_a_plugin_whose_import_warns_is_imported_by_each_child_itself(
@@ -110,7 +168,9 @@ def test_a_plugin_whose_import_warns_is_imported_by_each_child_itself(
     """A server in which a refused import ran is not used: the run goes on with
     one that imports pytest only, and the header says why."""
     pytester.makepyfile(
-        recorder="import warnings\nwarnings.warn(UserWarning('old'))\n" + RECORDING_PLUGIN,
+        recorder=NOT_REWRITTEN
+        + "import warnings\nwarnings.warn(UserWarning('old'))\n"
+        + RECORDING_PLUGIN,
         test_a="""
         import os
         import recorder

@@ -1,4 +1,9 @@
-"""pytest-isolation: test isolation enforced by pytest."""
+"""pytest-isolation: test isolation enforced by pytest.
+
+PYTEST_DONT_REWRITE: pytest leaves this package's asserts as they are (they
+are no tests), so the fork server of the ``forkserver`` start method may
+import it before a child's pytest marks its plugins for rewriting.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ This module holds the options and the entry hook; the search is in
 probe a fresh ``pytest`` subprocess recorded by
 :mod:`pytest_isolation.diagnose.probe`, the bisection in
 :mod:`pytest_isolation.diagnose.bisection`.
+
+PYTEST_DONT_REWRITE (see the package's docstring).
 """
 
 from __future__ import annotations

@@ -133,22 +133,34 @@ def check_compatible(config: pytest.Config) -> None:
 
 def modules(config: pytest.Config) -> list[str]:
     """What a child that runs pytest itself imports before its conftests, as
-    this process did: pytest's own modules and this plugin's, the plugins of
-    installed distributions (entry points), and those named by ``-p`` and
-    ``PYTEST_PLUGINS``.  Plugins a conftest names (``pytest_plugins``) are
-    left out: the child imports them after the conftest's own code ran."""
+    this process did, and may import earlier: pytest's own modules, and the
+    plugins of installed distributions (entry points) and those named by
+    ``-p`` and ``PYTEST_PLUGINS`` whose asserts pytest does not rewrite
+    (``--assert=plain``, or ``PYTEST_DONT_REWRITE`` in their package's
+    docstring, as this plugin has): pytest rewrites a plugin's asserts as it
+    imports it, and warns about one imported before.  Plugins a conftest
+    names (``pytest_plugins``) are left out: the child imports them after the
+    conftest's own code ran."""
     early = {
         module.__name__
         for module, _ in config.pluginmanager.list_plugin_distinfo()
         if isinstance(module, types.ModuleType)
     }
     early.update(_named_plugins(config))
-    names = [
-        name
-        for name in list(sys.modules)
-        if name.startswith(("_pytest.", "pytest_isolation.")) and name != __name__
-    ]
-    names += sorted(name for name in early if name in sys.modules)
+    early.add("pytest_isolation")
+    rewrites = config.getoption("assertmode", "rewrite") != "plain"
+    names = [name for name in list(sys.modules) if name.startswith("_pytest.")]
+    for name in sorted(early):
+        top = sys.modules.get(name.partition(".")[0])
+        if name not in sys.modules or top is None:
+            continue
+        if rewrites and "PYTEST_DONT_REWRITE" not in str(getattr(top, "__doc__", "") or ""):
+            continue
+        names += [
+            loaded
+            for loaded in list(sys.modules)
+            if loaded == name or (name == top.__name__ and loaded.startswith(name + "."))
+        ]
     return list(dict.fromkeys(names))
 
 

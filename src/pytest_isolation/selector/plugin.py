@@ -2,6 +2,8 @@
 test files to run, or a refusal with exit code 4 or 5 and nothing run.
 
 Inert unless ``--isolation-for`` or ``--isolation-since`` is given.
+
+PYTEST_DONT_REWRITE (see the package's docstring).
 """
 
 from __future__ import annotations
