@@ -201,3 +201,21 @@ def test_a_plugin_a_conftest_names_is_imported_after_the_conftest(
         test_a="import late\n\ndef test_seen():\n    assert late.SEEN == 'set by the conftest'\n",
     )
     run_file_mode(pytester, "forkserver").assert_outcomes(passed=1)
+
+
+def test_pytester_s_assertions_are_rewritten_in_the_child(pytester: pytest.Pytester) -> None:
+    """pytester names ``_pytest.pytester_assertions``, which pytest rewrites:
+    the server must not import it first (anyio's suite failed at every file
+    under ``filterwarnings = error``)."""
+    pytester.makepyfile(
+        test_a="""
+        import sys
+
+        def test_rewritten():
+            module = sys.modules["_pytest.pytester_assertions"]
+            assert type(module.__loader__).__module__ == "_pytest.assertion.rewrite"
+        """
+    )
+    result = run_file_mode(pytester, "forkserver", "-p", "pytester", "-W", "error")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*cannot be rewritten*")

@@ -135,9 +135,9 @@ def modules(config: pytest.Config) -> list[str]:
     """What a child that runs pytest itself imports before its conftests, as
     this process did, and may import earlier: pytest's own modules, and the
     plugins of installed distributions (entry points) and those named by
-    ``-p`` and ``PYTEST_PLUGINS`` whose asserts pytest does not rewrite
-    (``--assert=plain``, or ``PYTEST_DONT_REWRITE`` in their package's
-    docstring, as this plugin has): pytest rewrites a plugin's asserts as it
+    ``-p`` and ``PYTEST_PLUGINS``, each only if pytest does not rewrite its
+    asserts (``--assert=plain``, or ``PYTEST_DONT_REWRITE`` in its package's
+    docstring, as this plugin has): pytest rewrites such a module as it
     imports it, and warns about one imported before.  Plugins a conftest
     names (``pytest_plugins``) are left out: the child imports them after the
     conftest's own code ran."""
@@ -149,7 +149,11 @@ def modules(config: pytest.Config) -> list[str]:
     early.update(_named_plugins(config))
     early.add("pytest_isolation")
     rewrites = config.getoption("assertmode", "rewrite") != "plain"
-    names = [name for name in list(sys.modules) if name.startswith("_pytest.")]
+    names = [
+        name
+        for name, module in list(sys.modules.items())
+        if name.startswith("_pytest.") and not (rewrites and _rewritten(module))
+    ]
     for name in sorted(early):
         top = sys.modules.get(name.partition(".")[0])
         if name not in sys.modules or top is None:
@@ -162,6 +166,18 @@ def modules(config: pytest.Config) -> list[str]:
             if loaded == name or (name == top.__name__ and loaded.startswith(name + "."))
         ]
     return list(dict.fromkeys(names))
+
+
+def _rewritten(module: object) -> bool:
+    """Whether pytest's assertion rewriting imported ``module`` here (as
+    ``_pytest.pytester_assertions``, which pytester names): a child's pytest
+    would rewrite it, so it is not imported before.  Private pytest detail,
+    unavoidable (pytest has no public way to ask): the rewriting hook is the
+    module's loader, a class of ``_pytest.assertion.rewrite``;
+    ``tests/test_forkserver.py::test_pytester_s_assertions_are_rewritten_in_the_child``
+    fails loudly if that changes."""
+    loader = getattr(module, "__loader__", None)
+    return type(loader).__module__ == "_pytest.assertion.rewrite"
 
 
 def _named_plugins(config: pytest.Config) -> set[str]:
