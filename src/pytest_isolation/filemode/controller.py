@@ -421,8 +421,9 @@ class FileModeController:
 
     def _forkserver(self) -> ForkServer:
         """The spawned fork server (``forkserver``), started at the first file
-        with the plugins the parent loaded; without them when it refuses one
-        (a server in which a refused import ran is not used)."""
+        with what a child may import before its pytest does
+        (:func:`.plugins.modules`); with pytest alone when it refuses one of
+        those imports (a server in which a refused import ran is not used)."""
         if self.zygote is None:
             seconds = PRELOAD_SECONDS if self.settings.timeout is None else self.settings.timeout
             seconds = min(seconds, PRELOAD_SECONDS)
