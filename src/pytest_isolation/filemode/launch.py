@@ -470,11 +470,12 @@ def _serve_fork(channel: socket.socket, body: Callable[[int, int], None]) -> Non
 
 
 def serve_spawned(fd: int, modules: list[str]) -> None:
-    """The spawned fork server: imports pytest and ``modules`` (the plugins
-    the parent loaded, which every child loads again), then forks the
-    children, each of which runs pytest as a spawned child does
-    (:func:`_run_pytest`).  The imports are checked as preloads are; the
-    parent does not use a server that refused one."""
+    """The spawned fork server: imports pytest and ``modules`` (what every
+    child would import before its own pytest marks modules for assertion
+    rewriting: ``plugins.modules`` in the parent), then forks the children,
+    each of which runs pytest as a spawned child does (:func:`_run_pytest`).
+    The imports are checked as preloads are; the parent does not use a
+    server that refused one."""
     import pytest  # noqa: F401 - what every child imports first
 
     from pytest_isolation.filemode import preload
