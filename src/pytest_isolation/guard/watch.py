@@ -84,7 +84,6 @@ from pytest_isolation.guard.windows import Tier
 from pytest_isolation.guard.windows import Window
 from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
-from pytest_isolation.guard.windows import package_roots
 from pytest_isolation.guard.windows import pytest_package_insert
 from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
@@ -407,7 +406,7 @@ class LeakGuard:
             self._start_file(item)
         self.leftovers.start()
         self.seen.clear()
-        self.window = Window(item.nodeid, "test", allowances, package_roots=package_roots(item))
+        self.window = Window(item.nodeid, "test", allowances, item=item)
         self.listening = True
         self.imports.listening = True
         result = yield
@@ -619,7 +618,7 @@ class LeakGuard:
                 item
                 for item in changes(Tier(group), tier.saved)
                 if not window.excused((item.category, item.key), item.old, item.new)
-                and not pytest_package_insert(item, window.package_roots)
+                and not pytest_package_insert(item, window.item)
                 and (item.category.name, item.key) not in self.imported
                 and not allow.allowed(window.allowances, item.category.name, self._subject(item))
             ]

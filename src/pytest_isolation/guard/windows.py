@@ -103,9 +103,9 @@ class Window:
     owned: dict[Key, Delta] = dataclasses.field(default_factory=dict)
     #: Keys finalized fixtures put back inside the window: what their teardown did.
     released: dict[Key, Delta] = dataclasses.field(default_factory=dict)
-    #: What the set-up of a test's packages adds to ``sys.path`` when it
-    #: imports their ``__init__.py`` (see :func:`pytest_package_insert`).
-    package_roots: frozenset[str] = frozenset()
+    #: The test, whose packages' set-up may add to ``sys.path`` (see
+    #: :func:`pytest_package_insert`).
+    item: pytest.Item | None = None
 
     def excused(self, key: Key, old: object, new: object) -> bool:
         """Whether ``old -> new`` is what a fixture's setup or teardown did.
@@ -240,24 +240,26 @@ def pytest_path_insert(item: Found, path: Path) -> bool:
     return not removed and all(str(entry) in ancestors for entry in added)
 
 
-def package_roots(item: pytest.Item) -> frozenset[str]:
-    """The ``sys.path`` entries pytest adds when the set-up of ``item``'s
-    packages imports their ``__init__.py`` (``pytest.Package``'s set-up, at
-    the first test of the package; in file mode, in every file's process):
-    the directory above each package's outermost package."""
-    packages = [node for node in item.listchain() if isinstance(node, pytest.Package)]
-    return frozenset(str(_package_root(node.path)) for node in packages)
-
-
-def pytest_package_insert(item: Found, roots: frozenset[str]) -> bool:
-    """Whether ``sys.path`` changed only by one of ``roots``, added at the
-    front (import mode ``prepend``) or the end (``append``)."""
-    if not roots or item.category.name != "import" or item.key != "sys.path":
+def pytest_package_insert(found: Found, item: pytest.Item | None) -> bool:
+    """Whether ``sys.path`` changed only by the entry pytest adds when the
+    set-up of ``item``'s packages imports their ``__init__.py``
+    (``pytest.Package``'s set-up, at the first test of the package; in file
+    mode, in every file's process): the directory above a package's
+    outermost package, at the front (import mode ``prepend``) or the end
+    (``append``).  The packages are looked at only for such a change."""
+    if item is None or found.category.name != "import" or found.key != "sys.path":
         return False
-    old, new = getattr(item.old, "items", None), getattr(item.new, "items", None)
+    old, new = getattr(found.old, "items", None), getattr(found.new, "items", None)
     if old is None or new is None or len(new) != len(old) + 1:
         return False
-    return (new[0] in roots and new[1:] == old) or (new[-1] in roots and new[:-1] == old)
+    if new[1:] == old:
+        added = new[0]
+    elif new[:-1] == old:
+        added = new[-1]
+    else:
+        return False
+    packages = [node for node in item.listchain() if isinstance(node, pytest.Package)]
+    return any(str(_package_root(node.path)) == added for node in packages)
 
 
 def _package_root(directory: Path) -> Path:
