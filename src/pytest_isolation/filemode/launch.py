@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import IO
+from typing import Any
 from typing import BinaryIO
 
 from pytest_isolation.core.names import CHILD_ENV
@@ -87,11 +88,18 @@ _FORKSERVER_CODE = (
 )
 
 
-def _main_module() -> tuple[str, str]:
-    """The file and the module name (``pytest.__main__``, or empty) of ``__main__``."""
+def _as_the_parent() -> dict[str, Any]:
+    """What a spawned interpreter needs of this process (``_AS_THE_PARENT``):
+    its pid, its ``sys.path[0]``, and the file and the module name
+    (``pytest.__main__``, or empty) of its ``__main__``."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    return str(getattr(main, "__file__", "") or ""), str(getattr(spec, "name", "") or "")
+    return {
+        "parent": os.getpid(),
+        "path0": sys.path[0],
+        "main_file": str(getattr(main, "__file__", "") or ""),
+        "main_name": str(getattr(spec, "name", "") or ""),
+    }
 
 
 @dataclasses.dataclass
@@ -320,17 +328,14 @@ class ForkServer:
             close = (channel.fileno(), *(other.channel.fileno() for other in others))
             _child_main(close, stderr, lambda: _serve(server_end, *prepare()), parent)
         server_end.close()
-        channel.settimeout(seconds)
         try:
-            size = int.from_bytes(_recv_exactly(channel, 4), "big")
-            hello = _recv_exactly(channel, size)
+            hello = _read_hello(channel, seconds)
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             channel.close()
             raise
-        channel.settimeout(None)
-        return cls(pid, channel, hello)
+        return cls(pid, channel, hello or b"")
 
     @classmethod
     def spawn(
@@ -343,15 +348,7 @@ class ForkServer:
         :class:`~.preload.Loaded`, as JSON)."""
         channel, server_end = socket.socketpair()
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read here if it fails to start
-        main_file, main_name = _main_module()
-        spec = {
-            "fd": server_end.fileno(),
-            "parent": os.getpid(),
-            "path0": sys.path[0],
-            "main_file": main_file,
-            "main_name": main_name,
-            "modules": list(modules),
-        }
+        spec = {"fd": server_end.fileno(), "modules": list(modules), **_as_the_parent()}
         try:
             process = subprocess.Popen(
                 [sys.executable, "-c", _FORKSERVER_CODE, json.dumps(spec)],
@@ -363,13 +360,11 @@ class ForkServer:
             )
         finally:
             server_end.close()
-        channel.settimeout(seconds)
         try:
-            header = _recv_exactly(channel, 4)
-            hello = _recv_exactly(channel, int.from_bytes(header, "big"))
+            hello = _read_hello(channel, seconds)
         except TimeoutError:
-            header = b""
-        if len(header) < 4:
+            hello = None
+        if hello is None:
             process.kill()
             process.wait()
             channel.close()
@@ -380,7 +375,6 @@ class ForkServer:
                 f"{seconds:g} s{': ' + said if said else ''}"
             )
         stderr.close()
-        channel.settimeout(None)
         return cls(process.pid, channel, hello, process)
 
     def fork(self) -> Warm:
@@ -408,6 +402,16 @@ class ForkServer:
 
 _FORK = b"F"
 _WAIT = b"W"
+
+
+def _read_hello(channel: socket.socket, seconds: float | None) -> bytes | None:
+    """The server's first message (what it prepared), or None if it ended
+    first; ``TimeoutError`` when ``seconds`` pass."""
+    channel.settimeout(seconds)
+    header = _recv_exactly(channel, 4)
+    hello = _recv_exactly(channel, int.from_bytes(header, "big")) if len(header) == 4 else None
+    channel.settimeout(None)
+    return hello
 
 
 def _recv_exactly(channel: socket.socket, size: int) -> bytes:
@@ -517,15 +521,7 @@ def spawn_child(
     in ``environ`` (default: this process's environment)."""
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Child
-    main_file, main_name = _main_module()
-    spec = dataclasses.replace(
-        spec,
-        fd=write_fd,
-        path0=sys.path[0],
-        main_file=main_file,
-        main_name=main_name,
-        parent=os.getpid(),
-    )
+    spec = dataclasses.replace(spec, fd=write_fd, **_as_the_parent())
     env = {**(os.environ if environ is None else environ), CHILD_ENV: spec.to_env()}
     try:
         process = subprocess.Popen(
