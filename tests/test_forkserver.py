@@ -11,6 +11,7 @@ import pytest
 from conftest import FILE_MODE
 from conftest import TIMEOUT
 from conftest import run_file_mode
+from conftest import run_plain
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="auto forks only on Linux")
 
@@ -117,11 +118,12 @@ def test_the_server_imports_the_plugins_and_each_child_starts_from_its_state(
     result.stdout.no_fnmatch_line("*preloads no plugin*")
 
 
-def test_a_plugin_whose_asserts_pytest_rewrites_is_imported_by_each_child(
+def test_a_plugin_whose_asserts_pytest_rewrites_is_rewritten_once_in_the_zygote(
     pytester: pytest.Pytester,
 ) -> None:
-    """pytest rewrites a plugin's asserts as it imports it (and warns about
-    one imported before): the server leaves such a plugin to the child."""
+    """The zygote runs pytest's start-up, so pytest itself imports and
+    rewrites the plugins there, once, as a plain run does (and does not warn
+    about a module imported before it could rewrite it)."""
     pytester.makepyfile(
         recorder=RECORDING_PLUGIN,
         test_a="""
@@ -129,8 +131,8 @@ def test_a_plugin_whose_asserts_pytest_rewrites_is_imported_by_each_child(
         import pytest
         import recorder
 
-        def test_imported_by_the_child():
-            assert recorder.IMPORTED_IN == os.getpid()
+        def test_imported_by_the_zygote():
+            assert recorder.IMPORTED_IN == os.getppid() != os.getpid()
 
         def test_rewritten():
             with pytest.raises(AssertionError, match="assert 2 == 1"):
@@ -140,33 +142,48 @@ def test_a_plugin_whose_asserts_pytest_rewrites_is_imported_by_each_child(
     result = run_file_mode(pytester, "forkserver", "-p", "recorder", "-W", "error")
     result.assert_outcomes(passed=2)
     result.stdout.no_fnmatch_line("*cannot be rewritten*")
+    result.stdout.no_fnmatch_line("*each child runs pytest's start-up*")
 
 
-def test_installed_plugins_are_rewritten_as_in_a_plain_run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+#: A conftest that starts a thread as it is imported.
+TICKING_CONFTEST = """
+import threading, time
+threading.Thread(target=time.sleep, args=(600,), name="ticker", daemon=True).start()
+"""
+
+
+def test_a_thread_started_during_the_start_up_makes_each_child_run_pytest_itself(
+    pytester: pytest.Pytester,
 ) -> None:
-    """With autoload, pytest marks every installed plugin's package for
-    rewriting (this one's too, which says PYTEST_DONT_REWRITE)."""
-    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-    pytester.makepyfile(test_a="def test_1(): pass\n")
-    result = pytester.runpytest_subprocess(
-        "--isolation-mode=file",
-        "--isolation-start=forkserver",
-        "-p",
-        "no:randomly",
-        "-W",
-        "error::pytest.PytestAssertRewriteWarning",
-        timeout=TIMEOUT,
+    """A zygote with a thread after pytest's start-up is not forked (the
+    thread would be missing in its children): each child then runs all of
+    pytest, and the thread runs in it, as in a spawned child."""
+    pytester.makeconftest(TICKING_CONFTEST)
+    pytester.makepyfile(
+        test_a="""
+        import threading
+
+        def test_the_conftest_s_thread_runs_here():
+            assert "ticker" in [t.name for t in threading.enumerate()]
+        """
     )
+    result = run_file_mode(pytester, "forkserver")
     result.assert_outcomes(passed=1)
-    result.stdout.no_fnmatch_line("*cannot be rewritten*")
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: each child runs pytest's start-up (a thread runs after pytest's "
+            "start-up (ticker))"
+        ]
+    )
 
 
 def test_a_plugin_whose_import_warns_is_imported_by_each_child_itself(
     pytester: pytest.Pytester,
 ) -> None:
-    """A server in which a refused import ran is not used: the run goes on with
-    one that imports pytest only, and the header says why."""
+    """Without the zygote, the fork server imports what a child would import
+    before its pytest; a server in which a refused import ran is not used:
+    the run goes on with one that imports pytest only, and the header says why."""
+    pytester.makeconftest(TICKING_CONFTEST)
     pytester.makepyfile(
         recorder=NOT_REWRITTEN
         + "import warnings\nwarnings.warn(UserWarning('old'))\n"
@@ -182,8 +199,76 @@ def test_a_plugin_whose_import_warns_is_imported_by_each_child_itself(
     result = run_file_mode(pytester, "forkserver", "-p", "recorder")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["isolation: the fork server preloads no plugin (recorder: its import warns (*: old))"]
+        [
+            "isolation: each child runs pytest's start-up (*ticker*",
+            "isolation: the fork server preloads no plugin (recorder: its import warns (*: old))",
+        ]
     )
+
+
+def test_a_start_up_that_fails_in_the_zygote_leaves_it_to_each_child(
+    pytester: pytest.Pytester,
+) -> None:
+    """When pytest's start-up fails in the zygote, the run goes on with
+    children that run it themselves, and the header says why."""
+    pytester.makeconftest(
+        """
+        import sys
+        if "pytest_isolation.filemode.zygote" in sys.modules:
+            raise ImportError("not in the zygote")
+        """
+    )
+    pytester.makepyfile(test_a="def test_1(): pass", test_b="def test_2(): pass")
+    result = run_file_mode(pytester, "forkserver")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["isolation: each child runs pytest's start-up (*not in the zygote*"]
+    )
+
+
+def test_the_zygote_imports_what_each_child_s_configure_would(pytester: pytest.Pytester) -> None:
+    """``names.CHILD_CONFIGURE_IMPORTS`` holds what this plugin's configure
+    imports in a child (and pytest's debugger): they are loaded before the
+    first configure hook, and no module of this plugin is imported between
+    that hook and the session's start."""
+    pytester.makeconftest(
+        """
+        import sys
+        import pytest
+        from pytest_isolation.core.names import CHILD_CONFIGURE_IMPORTS
+
+        AT_CONFIGURE = set()
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_configure(config):
+            AT_CONFIGURE.update(sys.modules)
+
+        def pytest_sessionstart(session):
+            missing = set(CHILD_CONFIGURE_IMPORTS) - AT_CONFIGURE
+            later = {m for m in set(sys.modules) - AT_CONFIGURE if m.startswith("pytest_isolation")}
+            with open("imports.txt", "a") as out:
+                out.write(f"{sorted(missing)} {sorted(later)}\\n")
+        """
+    )
+    pytester.makepyfile(test_a="def test_1(): pass", test_b="def test_2(): pass")
+    result = run_file_mode(pytester, "forkserver")
+    result.assert_outcomes(passed=2)
+    lines = (pytester.path / "imports.txt").read_text().splitlines()
+    # The parent's line first (it is no child), then one line per child.
+    assert lines[1:] == ["[] []", "[] []"]
+
+
+def test_what_the_start_up_printed_is_captured_in_each_child_as_in_a_plain_run(
+    pytester: pytest.Pytester,
+) -> None:
+    """A conftest that prints as it is imported, under capture: a plain run
+    shows nothing of it (the first collection's capture holds it); the
+    zygote's children hold it the same way instead of printing it."""
+    pytester.makeconftest("print('printed by the conftest')")
+    pytester.makepyfile(test_a="def test_1(): pass", test_b="def test_2(): pass")
+    for result in (run_plain(pytester), run_file_mode(pytester, "forkserver")):
+        result.assert_outcomes(passed=2)
+        assert "printed by the conftest" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_plugin_a_conftest_names_is_imported_after_the_conftest(

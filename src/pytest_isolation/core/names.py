@@ -33,6 +33,18 @@ XDIST_CONTROLLER = "isolation-xdist-controller"
 #: The parent's plugins that a forked child unregisters: the run is the parent's business.
 PARENT_ONLY = (CONTROLLER, SHARDING, RUN_REPORT)
 
+#: What the entry plugin imports when a file-mode child configures (its parts
+#: are imported when switched on), beside pytest's debugger: the zygote
+#: imports them once for all its children (``tests/test_forkserver.py``
+#: checks that a child imports none of them itself).
+CHILD_CONFIGURE_IMPORTS = (
+    "pdb",
+    "pytest_isolation.diagnose.patches",
+    "pytest_isolation.filemode.child",
+    "pytest_isolation.filemode.plugins",
+    "pytest_isolation.guard.watch",
+)
+
 #: Tells a spawned interpreter it is a file-mode child (its value: the child's spec).
 CHILD_ENV = "PYTEST_ISOLATION_CHILD"
 #: Names the file a polluter-finder probe writes its record to.

@@ -346,7 +346,7 @@ def run_forked(
     if environ is not None and os.environ != environ:
         os.environ.clear()
         os.environ.update(environ)
-    _restart_capture(session.config)
+    restart_capture(session.config)
     plugin.sender = Sender(fd)
     with os.fdopen(control_fd, "rb") as control:
         message = next(receive(control), None)
@@ -374,7 +374,7 @@ def run_forked(
     hook.pytest_runtestloop(session=session)
 
 
-def _restart_capture(config: pytest.Config) -> None:
+def restart_capture(config: pytest.Config) -> None:
     """Give the child capture files of its own instead of the parent's."""
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
     if capman is not None and capman.is_globally_capturing():

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.core import names
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.settings import THREADS_RUNNING
@@ -388,8 +389,8 @@ class FileModeController:
         if self.method in ("spawn", "forkserver"):
             spec, launch = self._launch(spec)
             if self.method == "spawn":
-                return spawn_child(spec, launch.args, launch.cwd, launch.environ)
-            return self._forkserver().fork().activate(spec, index, launch)
+                return spawn_child(spec, launch.argv, launch.cwd, launch.environ)
+            return self._forkserver(launch).fork().activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
         if self.warm is not None and self.warm_preloads != self._servers().preloads(file.path):
@@ -413,26 +414,37 @@ class FileModeController:
             spec = dataclasses.replace(spec, workerinput=workerinput)
         if self.config.pluginmanager.has_plugin("_cov"):
             args.append("--cov-append")  # else pytest-cov erases the other children's data
+        basetemp = None
         if self.basetemp is not None:  # a directory per child: pytest empties it first
             self.spawned += 1
-            args.append(f"--basetemp={self.basetemp / f'spawned-{self.spawned}'}")
+            basetemp = str(self.basetemp / f"spawned-{self.spawned}")
         environ = dict(os.environ) if self.environ is None else self.environ
-        return spec, Launch(args, str(params.dir), environ)
+        return spec, Launch(args, str(params.dir), environ, basetemp)
 
-    def _forkserver(self) -> ForkServer:
-        """The spawned fork server (``forkserver``), started at the first file
-        with what a child may import before its pytest does
-        (:func:`.plugins.modules`); with pytest alone when it refuses one of
-        those imports (a server in which a refused import ran is not used)."""
+    def _forkserver(self, launch: Launch) -> ForkServer:
+        """The spawned fork server (``forkserver``), started at the first file.
+
+        First choice: the zygote, which runs pytest's start-up for the run's
+        arguments once (:mod:`.zygote`).  When it refuses (a thread runs
+        after the start-up) or fails, a server that imports what a child may
+        import before its pytest does (:func:`.plugins.modules`), each child
+        running all of pytest; with pytest alone when that server refuses
+        one of those imports (a server in which a refused import ran is not
+        used)."""
         if self.zygote is None:
             seconds = PRELOAD_SECONDS if self.settings.timeout is None else self.settings.timeout
             seconds = min(seconds, PRELOAD_SECONDS)
-            cwd = str(self.config.invocation_params.dir)
-            server = ForkServer.spawn(cwd, self.environ, plugins.modules(self.config), seconds)
+            cwd, environ = launch.cwd, launch.environ
+            zygote, why = _zygote(launch, seconds)
+            if zygote is not None:
+                self.zygote = zygote
+                return zygote
+            _write_line(self.config, f"isolation: each child runs pytest's start-up ({why})")
+            server = ForkServer.spawn(cwd, environ, plugins.modules(self.config), seconds)
             loaded = preload.Loaded(**json.loads(server.hello))
             if loaded.why:
                 server.close()
-                server = ForkServer.spawn(cwd, self.environ, [], seconds)
+                server = ForkServer.spawn(cwd, environ, [], seconds)
                 why = f"{loaded.refused or 'an import'}: {loaded.why}"
                 _write_line(self.config, f"isolation: the fork server preloads no plugin ({why})")
             self.zygote = server
@@ -589,3 +601,17 @@ def _write_line(config: pytest.Config, line: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(line)
+
+
+def _zygote(launch: Launch, seconds: float) -> tuple[ForkServer | None, str]:
+    """The zygote for ``launch``'s arguments, or why there is none."""
+    try:
+        modules = names.CHILD_CONFIGURE_IMPORTS
+        server = ForkServer.spawn(launch.cwd, launch.environ, modules, seconds, args=launch.args)
+    except RuntimeError as error:  # its start-up failed: each child's will say how
+        return None, str(error).strip().splitlines()[-1]
+    why = str(json.loads(server.hello)["why"])
+    if why:
+        server.close()
+        return None, why
+    return server, ""

@@ -83,8 +83,11 @@ _FORKSERVER_CODE = (
     "import importlib.util, json, sys\n"
     "spec = json.loads(sys.argv.pop(1))\n"
     f"{_AS_THE_PARENT}"
-    "from pytest_isolation.filemode.launch import serve_spawned\n"
-    "serve_spawned(spec['fd'], spec['modules'])\n"
+    "if spec['args'] is None:\n"
+    "    from pytest_isolation.filemode.launch import serve_spawned\n"
+    "    serve_spawned(spec['fd'], spec['modules'])\n"
+    "from pytest_isolation.filemode.zygote import serve_prepared\n"
+    "serve_prepared(spec['fd'], spec['args'], spec['modules'])\n"
 )
 
 
@@ -212,6 +215,15 @@ class Launch:
     args: list[str]
     cwd: str
     environ: dict[str, str]
+    #: The child's own ``--basetemp`` (pytest empties it first), if any.
+    basetemp: str | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        """The arguments with the child's ``--basetemp``."""
+        if self.basetemp is None:
+            return list(self.args)
+        return [*self.args, f"--basetemp={self.basetemp}"]
 
 
 def fork_warm(body: Callable[[int, int], None]) -> Warm:
@@ -263,24 +275,31 @@ def _child_main(
     """The start of every forked child (``parent`` forked it); never returns."""
     code = 3
     try:
-        die_with_parent(parent)
-        ending_default()
-        for fd in close:
-            os.close(fd)
-        os.setsid()
-        os.dup2(stderr.fileno(), 2)
-        if faulthandler.is_enabled():
-            # A fatal error's traceback goes to the stderr tail, on an fd of
-            # its own: pytest's capture points fd 2 elsewhere during tests.
-            faulthandler.enable(os.dup(2))
-        # A timed-out child dumps every thread's traceback there on SIGUSR1.
-        faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)
+        _child_start(close, stderr, parent)
         body()
         code = 0
     except BaseException:
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+def _child_start(close: tuple[int, ...], stderr: IO[bytes], parent: int) -> None:
+    """What a forked child does first: end with ``parent``, take the default
+    signal handlers, close the parent's ends, lead a session of its own and
+    write its stderr to ``stderr``."""
+    die_with_parent(parent)
+    ending_default()
+    for fd in close:
+        os.close(fd)
+    os.setsid()
+    os.dup2(stderr.fileno(), 2)
+    if faulthandler.is_enabled():
+        # A fatal error's traceback goes to the stderr tail, on an fd of
+        # its own: pytest's capture points fd 2 elsewhere during tests.
+        faulthandler.enable(os.dup(2))
+    # A timed-out child dumps every thread's traceback there on SIGUSR1.
+    faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)
 
 
 class ForkServer:
@@ -326,7 +345,7 @@ class ForkServer:
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
             close = (channel.fileno(), *(other.channel.fileno() for other in others))
-            _child_main(close, stderr, lambda: _serve(server_end, *prepare()), parent)
+            _child_main(close, stderr, lambda: _serve_with(server_end, *prepare()), parent)
         server_end.close()
         try:
             hello = _read_hello(channel, seconds)
@@ -339,16 +358,27 @@ class ForkServer:
 
     @classmethod
     def spawn(
-        cls, cwd: str, environ: dict[str, str] | None, modules: Sequence[str], seconds: float
+        cls,
+        cwd: str,
+        environ: dict[str, str] | None,
+        modules: Sequence[str],
+        seconds: float,
+        args: Sequence[str] | None = None,
     ) -> ForkServer:
         """Start the spawned fork server: a fresh interpreter that imports
-        pytest and ``modules`` and forks the children (:func:`serve_spawned`).
-        Waits for it at most ``seconds``; ``RuntimeError`` names why it did
-        not start.  Its ``hello`` says what it imported (a
-        :class:`~.preload.Loaded`, as JSON)."""
+        pytest and ``modules`` and forks the children (:func:`serve_spawned`);
+        with ``args``, one that runs pytest's start-up for them first
+        (:func:`.zygote.serve_prepared`).  Waits for it at most ``seconds``;
+        ``RuntimeError`` names why it did not start.  Its ``hello`` says what
+        it prepared (JSON: a :class:`~.preload.Loaded`, or the zygote's word)."""
         channel, server_end = socket.socketpair()
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - read here if it fails to start
-        spec = {"fd": server_end.fileno(), "modules": list(modules), **_as_the_parent()}
+        spec = {
+            "fd": server_end.fileno(),
+            "modules": list(modules),
+            "args": None if args is None else list(args),
+            **_as_the_parent(),
+        }
         try:
             process = subprocess.Popen(
                 [sys.executable, "-c", _FORKSERVER_CODE, json.dumps(spec)],
@@ -424,24 +454,39 @@ def _recv_exactly(channel: socket.socket, size: int) -> bytes:
     return data
 
 
-def _serve(channel: socket.socket, body: Callable[[int, int], None], hello: bytes) -> None:
+def _serve_with(channel: socket.socket, body: Callable[[int, int], None], hello: bytes) -> None:
+    """Serve; each child runs ``body(control_fd, write_fd)``."""
+    body(*serve(channel, hello))
+
+
+def say_hello(channel: socket.socket, hello: bytes) -> None:
+    """The fork server's first message to the parent: what it prepared."""
+    channel.sendall(len(hello).to_bytes(4, "big") + hello)
+
+
+def serve(channel: socket.socket, hello: bytes) -> tuple[int, int]:
     """The fork server's loop: fork prepared children, report exit codes.
+    Returns in each child only (its control and write fds); the server
+    itself ends when the parent closes the channel.
 
     What the server made while it prepared (the modules it preloaded) is
     frozen as the parent's objects are (see :func:`_before_fork`)."""
     gc.freeze()
-    channel.sendall(len(hello).to_bytes(4, "big") + hello)
+    say_hello(channel, hello)
     exited: dict[int, int] = {}
     while request := _recv_exactly(channel, 1):
         _reap(exited)
         if request == _FORK:
-            _serve_fork(channel, body)
+            fds = _serve_fork(channel)
+            if fds is not None:
+                return fds
         else:
             pid = int.from_bytes(_recv_exactly(channel, 8), "big")
             code = exited.pop(pid, None)
             if code is None:
                 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
             channel.sendall(code.to_bytes(8, "big", signed=True))
+    os._exit(0)
 
 
 def _reap(exited: dict[int, int]) -> None:
@@ -456,21 +501,28 @@ def _reap(exited: dict[int, int]) -> None:
         exited[pid] = os.waitstatus_to_exitcode(status)
 
 
-def _serve_fork(channel: socket.socket, body: Callable[[int, int], None]) -> None:
+def _serve_fork(channel: socket.socket) -> tuple[int, int] | None:
+    """Fork a child; in it, return its control and write fds (``None`` here)."""
     control_read, control_write = os.pipe()
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the parent, then closed
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        close = (channel.fileno(), control_write, read_fd)
-        _child_main(close, stderr, lambda: body(control_read, write_fd), parent)
+        try:
+            _child_start((channel.fileno(), control_write, read_fd), stderr, parent)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(3)
+        stderr.close()  # fd 2 is its copy
+        return control_read, write_fd
     os.close(control_read)
     os.close(write_fd)
     socket.send_fds(channel, [pid.to_bytes(8, "big")], [control_write, read_fd, stderr.fileno()])
     os.close(control_write)
     os.close(read_fd)
     stderr.close()
+    return None
 
 
 def serve_spawned(fd: int, modules: list[str]) -> None:
@@ -485,15 +537,29 @@ def serve_spawned(fd: int, modules: list[str]) -> None:
     from pytest_isolation.filemode import preload
 
     loaded = preload.load(modules)
-    _serve(socket.socket(fileno=fd), _run_pytest, json.dumps(dataclasses.asdict(loaded)).encode())
-    os._exit(0)
+    hello = json.dumps(dataclasses.asdict(loaded)).encode()
+    _run_pytest(*serve(socket.socket(fileno=fd), hello))
 
 
 def _run_pytest(control: int, fd: int) -> None:  # pragma: no cover - runs in a child
     """A child of the spawned fork server: wait for the file, then run pytest
     for it in the run's environment and directory, as a spawned child does;
     the child plugin ends the process."""
-    gc.unfreeze()  # what the server froze is this child's own (see _serve)
+    gc.unfreeze()  # what the server froze is this child's own (see serve)
+    take_start(control, fd)
+    import pytest
+
+    code = pytest.main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))
+
+
+def take_start(control: int, fd: int) -> Launch:
+    """In a child of a spawned fork server: wait for the file to run (end if
+    the parent no longer needs this child), then take the run's environment,
+    directory and arguments, with the child's spec in ``CHILD_ENV``, as a
+    spawned child for that file has them."""
     with os.fdopen(control, "rb") as stream:
         message = next(receive(stream), None)
     if message is None:  # the parent no longer needs this child
@@ -505,13 +571,8 @@ def _run_pytest(control: int, fd: int) -> None:  # pragma: no cover - runs in a 
     os.environ.update(launch.environ)
     os.environ[CHILD_ENV] = spec.to_env()
     os.chdir(launch.cwd)
-    sys.argv[1:] = launch.args
-    import pytest
-
-    code = pytest.main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(int(code))
+    sys.argv[1:] = launch.argv
+    return launch
 
 
 def spawn_child(
