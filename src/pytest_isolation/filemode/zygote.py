@@ -37,6 +37,7 @@ from pytest_isolation.filemode.launch import say_hello
 from pytest_isolation.filemode.launch import serve
 from pytest_isolation.filemode.launch import take_start
 
+
 def serve_prepared(fd: int, args: list[str], modules: list[str]) -> None:
     """Run pytest's start-up for ``args``, import ``modules`` (what each
     child would import at its configure, before any test code runs), then
