@@ -430,24 +430,31 @@ class FileModeController:
         import before its pytest does (:func:`.plugins.modules`), each child
         running all of pytest; with pytest alone when that server refuses
         one of those imports (a server in which a refused import ran is not
-        used)."""
+        used).  The header says why each one was passed over."""
         if self.zygote is None:
             seconds = PRELOAD_SECONDS if self.settings.timeout is None else self.settings.timeout
             seconds = min(seconds, PRELOAD_SECONDS)
-            cwd, environ = launch.cwd, launch.environ
-            zygote, why = _zygote(launch, seconds)
-            if zygote is not None:
-                self.zygote = zygote
-                return zygote
-            _write_line(self.config, f"isolation: each child runs pytest's start-up ({why})")
-            server = ForkServer.spawn(cwd, environ, plugins.modules(self.config), seconds)
-            loaded = preload.Loaded(**json.loads(server.hello))
-            if loaded.why:
-                server.close()
-                server = ForkServer.spawn(cwd, environ, [], seconds)
-                why = f"{loaded.refused or 'an import'}: {loaded.why}"
-                _write_line(self.config, f"isolation: the fork server preloads no plugin ({why})")
-            self.zygote = server
+            tries = (
+                (
+                    names.CHILD_CONFIGURE_IMPORTS,
+                    launch.args,
+                    "each child runs pytest's start-up",
+                    "",
+                ),
+                (
+                    plugins.modules(self.config),
+                    None,
+                    "the fork server preloads no plugin",
+                    "an import",
+                ),
+            )
+            for modules, args, passed_over, unnamed in tries:
+                server, why = _spawn_server(launch, modules, seconds, args, unnamed)
+                if server is not None:
+                    self.zygote = server
+                    return server
+                _write_line(self.config, f"isolation: {passed_over} ({why})")
+            self.zygote = ForkServer.spawn(launch.cwd, launch.environ, [], seconds)
         return self.zygote
 
     def _fork_now(self, file: pytest.File) -> Warm:
@@ -603,15 +610,21 @@ def _write_line(config: pytest.Config, line: str) -> None:
         reporter.write_line(line)
 
 
-def _zygote(launch: Launch, seconds: float) -> tuple[ForkServer | None, str]:
-    """The zygote for ``launch``'s arguments, or why there is none."""
+def _spawn_server(
+    launch: Launch,
+    modules: Sequence[str],
+    seconds: float,
+    args: Sequence[str] | None,
+    unnamed: str,
+) -> tuple[ForkServer | None, str]:
+    """A spawned fork server for ``launch`` that took all of ``modules`` (and,
+    with ``args``, pytest's start-up), or why there is none."""
     try:
-        modules = names.CHILD_CONFIGURE_IMPORTS
-        server = ForkServer.spawn(launch.cwd, launch.environ, modules, seconds, args=launch.args)
+        server = ForkServer.spawn(launch.cwd, launch.environ, modules, seconds, args=args)
     except RuntimeError as error:  # its start-up failed: each child's will say how
         return None, str(error).strip().splitlines()[-1]
-    why = str(json.loads(server.hello)["why"])
-    if why:
+    loaded = preload.Loaded(**json.loads(server.hello))
+    if loaded.why:
         server.close()
-        return None, why
+        return None, loaded.reason(unnamed)
     return server, ""

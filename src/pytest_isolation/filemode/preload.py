@@ -279,6 +279,11 @@ class Loaded:
     #: Modules imported in all, those they import included.
     total: int = 0
 
+    def reason(self, unnamed: str = "") -> str:
+        """Why the server refused: the refused module (else ``unnamed``) and why."""
+        who = self.refused or unnamed
+        return f"{who}: {self.why}" if who else self.why
+
 
 def load(modules: Sequence[str], careful: bool = False) -> Loaded:
     """Import ``modules`` in order; stop at the first refused one.

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import importlib
 import json
 import os
 import socket
@@ -32,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.filemode import preload
 from pytest_isolation.filemode.child import restart_capture
 from pytest_isolation.filemode.launch import say_hello
 from pytest_isolation.filemode.launch import serve
@@ -68,14 +68,17 @@ class Zygote:
         others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
         if others:
             why = f"a thread runs after pytest's start-up ({', '.join(sorted(others))})"
-            say_hello(channel, json.dumps({"why": why}).encode())
+            loaded = preload.Loaded([], "", why)
+        else:
+            loaded = preload.load(self.modules)
+        hello = json.dumps(dataclasses.asdict(loaded)).encode()
+        if loaded.why:  # the parent does not use a server in which that ran
+            say_hello(channel, hello)
             os._exit(0)
-        for name in self.modules:
-            importlib.import_module(name)
         # What the start-up printed under capture (a conftest's import) is
         # each child's: its first report shows it, as a spawned child's does.
         captured = _take_captured(config)
-        control, fd = serve(channel, json.dumps({"why": ""}).encode())
+        control, fd = serve(channel, hello)
         # From here on: a child, forked for one file.
         gc.unfreeze()  # what the server froze is this child's own (see serve)
         config.pluginmanager.unregister(self)
