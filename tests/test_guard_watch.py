@@ -385,7 +385,8 @@ def test_marker_with_other_arguments_is_a_usage_error(pytester: pytest.Pytester)
     result.stderr.fnmatch_lines(
         [
             literal(
-                "ERROR: test_a.py::test_x: @pytest.mark.isolation takes only allow_leaks=[...], *"
+                "ERROR: test_a.py::test_x: @pytest.mark.isolation takes allow_leaks=[...], mode= "
+                "and group=, got *"
             )
         ]
     )

@@ -11,11 +11,12 @@ from pytest_isolation.ci import quarantine
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core import options
+from pytest_isolation.core import placement
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import flag_of
-from pytest_isolation.core.options import raw
 from pytest_isolation.core.settings import CHOICES
 from pytest_isolation.core.settings import Settings
+from pytest_isolation.core.settings import run_mode
 from pytest_isolation.core.xdist import ControllerInput
 from pytest_isolation.core.xdist import WorkerOutput
 from pytest_isolation.core.xdist import is_controller
@@ -162,6 +163,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if ini:
             parser.addini(dest, f"Default of {flag}.", default="")
     parser.addini(
+        "isolation_paths",
+        "File mode: where the files matching a pattern run, one 'GLOB: MODE' per line, "
+        "relative to the ini file; MODE is file (a process each), off (together, as in a plain "
+        "run) or group=NAME (one process per group); the most specific pattern wins.",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
         "isolation_allow_leaks",
         "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "
         "(e.g. env:MYAPP_*).",
@@ -193,7 +202,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         from pytest_isolation.filemode.wire import ChildSpec
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
-    if raw(config, "isolation_mode")[0] == "file":
+    if run_mode(config)[0] == "file":
         from pytest_isolation.filemode.plugins import before_configure
 
         before_configure(config)
@@ -223,6 +232,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(PatchReach(config), names.PATCHES)
     if child is None and not lists_fixtures:
         _register_run_records(config, settings.mode)
+    if settings.mode == "off" and settings.mode_from == "isolation_mode (ini)":
+        config.pluginmanager.register(LateOptIn(config), names.LATE_OPT_IN)
     if child is not None:
         from pytest_isolation.filemode.child import install_spawned
         from pytest_isolation.filemode.wire import ChildSpec
@@ -237,6 +248,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
         check_compatible(config)
         config.pluginmanager.register(FileModeController(config, settings), names.CONTROLLER)
+
+
+class LateOptIn:
+    """A plain run's check that no test module or late conftest asks for
+    processes of their own, which only file mode gives."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)  # the items as the run has them
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        placement.refuse_late(self.config, items)
 
 
 def _register_run_records(config: pytest.Config, mode: str) -> None:

@@ -15,6 +15,9 @@ import pytest
 #: Set in a file-mode child: the process contains what the file's import and
 #: its tests leave changed, so the guard watches only each test.
 IN_CHILD = pytest.StashKey[bool]()
+#: Set in a file-mode child that runs several files (a group, or the files not
+#: isolated): the guard watches imports and files as in a plain run.
+SHARED_CHILD = pytest.StashKey[bool]()
 #: How file mode starts its children (``fork`` or ``spawn``), for the run report.
 START_METHOD = pytest.StashKey[str]()
 #: "node id: path" of every ``isolated_tmp`` directory kept, for the summary (a

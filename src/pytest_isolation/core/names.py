@@ -14,6 +14,8 @@ GUARD = "isolation-guard"
 CONTROLLER = "isolation-controller"
 #: The plugin inside a file-mode child that streams the file to the parent.
 CHILD = "isolation-child"
+#: A plain run's refusal of files that ask for processes of their own.
+LATE_OPT_IN = "isolation-late-opt-in"
 #: The CI features' plugins.
 QUARANTINE = "isolation-quarantine"
 SHARDING = "isolation-shard"

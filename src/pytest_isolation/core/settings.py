@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from pytest_isolation.core import options
+from pytest_isolation.core import placement
 
 MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
@@ -27,9 +28,47 @@ CHOICES = {
 }
 
 
+#: Sets the run's mode (``file`` or ``off``) between the command line and the ini key.
+MODE_ENV = "PYTEST_ISOLATION_MODE"
+
+
+def run_mode(config: pytest.Config) -> tuple[str, str]:
+    """The run's mode and where it was set: ``--isolation-mode``, else
+    ``PYTEST_ISOLATION_MODE``, else the ini key ``isolation_mode``; with the
+    ini key's ``off``, ``file`` when ``isolation_paths`` or a conftest loaded
+    at start-up puts files in processes of their own (the other files then
+    run together, as in a plain run)."""
+    if config.getoption("isolation_mode") is None and os.environ.get(MODE_ENV, "").strip():
+        value = os.environ[MODE_ENV].strip()
+        if value not in MODES:
+            allowed = ", ".join(repr(mode) for mode in MODES)
+            raise pytest.UsageError(f"{MODE_ENV}: invalid value {value!r}; choose from {allowed}")
+        return value, MODE_ENV
+    value = options.choice(config, "isolation_mode", MODES)
+    if config.getoption("isolation_mode") is not None:
+        return value, "--isolation-mode"
+    opting = placement.opting_in(config) if value == "off" else None
+    if opting is not None:
+        return "file", opting.source
+    return value, "isolation_mode (ini)"
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     mode: str = "off"
+    #: Where the mode was set: the option, the environment variable, the ini
+    #: key, or the setting that puts files in processes of their own.
+    mode_from: str = "isolation_mode (ini)"
+
+    @property
+    def opted_in(self) -> bool:
+        """File mode for the files placed in processes of their own only; the
+        other files run together."""
+        return self.mode == "file" and self.mode_from not in (
+            "--isolation-mode",
+            MODE_ENV,
+            "isolation_mode (ini)",
+        )
     start: str = "auto"
     leaks: str = "warn"
     deep: bool = False
@@ -50,13 +89,17 @@ class Settings:
         )
         timeout = options.seconds(config, "isolation_timeout")
         grace = options.seconds(config, "isolation_kill_grace", maximum=options.MAX_KILL_GRACE)
+        mode, mode_from = run_mode(config)
+        choices = {key: value for key, value in CHOICES.items() if key != "isolation_mode"}
         return cls(
+            mode=mode,
+            mode_from=mode_from,
             timeout=timeout,
             kill_grace=10.0 if grace is None else grace,
             retries=options.count(config, "isolation_retries") or 0,
             **{
                 dest.removeprefix("isolation_"): options.choice(config, dest, choices)
-                for dest, choices in CHOICES.items()
+                for dest, choices in choices.items()
             },
             deep=bool(deep),
         )

@@ -27,8 +27,11 @@ import pytest
 
 from pytest_isolation.core import keys
 from pytest_isolation.core import names
+from pytest_isolation.core import placement
+from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
+from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.xdist import is_worker
@@ -39,6 +42,7 @@ from pytest_isolation.filemode import junit
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
+from pytest_isolation.filemode.wire import DONE
 from pytest_isolation.filemode.wire import FINISHED
 from pytest_isolation.filemode.wire import HELLO
 from pytest_isolation.filemode.wire import INTERRUPTED
@@ -73,30 +77,83 @@ class ChildPlugin:
         #: pytest_warning_recorded is historic: registering replays the parent's
         #: past warnings, which the parent has already shown.
         self.live = False
+        #: A shared process: each file's collection messages, held while all
+        #: files are collected, and then each file's items.
+        self.held: _Held | None = None
+        self.runs: list[_FileRun] = []
 
     def start(self, spec: ChildSpec, parent_collector: pytest.Collector | None) -> None:
         self.spec = spec
         self.parent_collector = parent_collector
         # -x/--maxfail count across files: the parent passes the failures left.
         self.config.option.maxfail = spec.maxfail
-        self.sender.send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
+        self.config.stash[SHARED_CHILD] = bool(spec.more)
+        self._send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
+
+    def _send(self, kind: str, path: str | None = None, **payload: Any) -> None:
+        """Send now, or, while a shared process collects, hold for ``path``'s
+        turn (default: the file being collected)."""
+        if self.held is None:
+            self.sender.send(kind, **payload)
+        else:
+            self.held.put(kind, payload, path)
 
     @pytest.hookimpl(tryfirst=True)  # replaces the session's walk of every argument
     def pytest_collection(self, session: pytest.Session) -> bool:
-        if self.parent_collector is None:
-            session.config.args = [self.spec.path]
-            session.perform_collect()
+        paths = [path for path, _ in self.spec.files]
+        if self.spec.more:  # as a plain run: every file is collected before any test runs
+            self.held = _Held(paths)
+        try:
+            if self.parent_collector is None:
+                session.config.args = paths
+                session.perform_collect()
+            else:
+                self._collect_forked(session, self._parents(session, self.parent_collector))
+        finally:
+            held, self.held = self.held, None
+        if held is None:
+            self._send(COLLECTED, nodeids=[str(item.nodeid) for item in session.items])
         else:
-            self._collect_forked(session, self.parent_collector)
-        self.sender.send(COLLECTED, nodeids=[str(item.nodeid) for item in session.items])
+            self.runs = held.split(session.items)
         return True
 
-    def _collect_forked(self, session: pytest.Session, parent: pytest.Collector) -> None:
+    def _parents(
+        self, session: pytest.Session, first: pytest.Collector
+    ) -> list[tuple[Path, pytest.Collector]]:
+        """Each file's directory collector, from the parent's placeholders."""
+        found = {
+            str(item.path): item.parent.parent
+            for item in session.items
+            if item.stash.get(FILE_PLACEHOLDER, False) and item.parent and item.parent.parent
+        }
+        parents = [(Path(self.spec.path), first)]
+        return parents + [(Path(path), found[path]) for path, _ in self.spec.more]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        """A module whose placement differs once imported fails to collect."""
+        report = yield
+        if isinstance(collector, pytest.Module) and report.passed:
+            why = placement.imported_differently(collector.path, collector.obj)
+            if why is not None:
+                nodeid = collector.nodeid
+                return pytest.CollectReport(nodeid, "failed", f"isolation: {why}", [])
+        return report
+
+    def pytest_collectstart(self, collector: pytest.Collector) -> None:
+        if self.held is not None:
+            self.held.enter(str(collector.path))
+
+    def _collect_forked(
+        self, session: pytest.Session, parents: list[tuple[Path, pytest.Collector]]
+    ) -> None:
         config = session.config
-        path = Path(self.spec.path)
         items: list[pytest.Item] = []
-        for collector in parent.ihook.pytest_collect_file(file_path=path, parent=parent):
-            items.extend(session.genitems(collector))
+        for path, parent in parents:
+            for collector in parent.ihook.pytest_collect_file(file_path=path, parent=parent):
+                items.extend(session.genitems(collector))
         config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
         session.items = items  # what pytest_collection_finish reads, as in a plain run
         session.testscollected = len(items)
@@ -104,17 +161,29 @@ class ChildPlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # narrow to path::name args before -k/-m/--lf
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None]:
-        selectors = self.spec.selectors
-        if selectors is not None:
-            chosen = {s: [i for i in items if matches(str(i.nodeid), s)] for s in selectors}
-            for selector, found in chosen.items():
-                if not found:
-                    self.sender.send(NOTFOUND, arg="::".join((self.spec.path, *selector)))
-            keep = {id(item) for found in chosen.values() for item in found}
-            items[:] = [item for item in items if id(item) in keep]
+        for path, selectors in self.spec.files:
+            if selectors is not None:
+                self._select(items, path, selectors)
         if self.spec.skip:
             items[:] = [i for i in items if str(i.nodeid) not in self.spec.skip]
-        return (yield)
+        result = yield
+        if self.spec.more:  # the parent relays file by file, in its order
+            order = {path: index for index, (path, _) in enumerate(self.spec.files)}
+            items.sort(key=lambda item: order.get(str(item.path), 0))
+        return result
+
+    def _select(
+        self, items: list[pytest.Item], path: str, selectors: tuple[tuple[str, ...], ...]
+    ) -> None:
+        """Keep of ``path``'s items those its ``path::name`` arguments name."""
+        mine = [item for item in items if str(item.path) == path]
+        chosen = {s: [i for i in mine if matches(str(i.nodeid), s)] for s in selectors}
+        for selector, found in chosen.items():
+            if not found:
+                self._send(NOTFOUND, path, arg="::".join((path, *selector)))
+        keep = {id(item) for found in chosen.values() for item in found}
+        drop = {id(item) for item in mine} - keep
+        items[:] = [item for item in items if id(item) not in drop]
 
     def pytest_plugin_registered(self, plugin: object, manager: pytest.PytestPluginManager) -> None:
         """A plugin that replaces the terminal reporter after the child detached
@@ -124,11 +193,15 @@ class ChildPlugin:
             _detach_terminal(self.config, self.write_terminal)
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
-        self.sender.send(DESELECTED, nodeids=[str(item.nodeid) for item in items])
+        by_file: dict[str, list[str]] = {}
+        for item in items:
+            by_file.setdefault(str(item.path), []).append(str(item.nodeid))
+        for path, nodeids in by_file.items():
+            self._send(DESELECTED, path, nodeids=nodeids)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if not report.passed:
-            self.sender.send(COLLECTREPORT, data=self._serialize(report))
+            self._send(COLLECTREPORT, data=self._serialize(report))
 
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGSTART, nodeid=str(nodeid), location=location)
@@ -146,13 +219,13 @@ class ChildPlugin:
 
     def write_terminal(self, text: str) -> None:
         if self.live:
-            self.sender.send(WRITE, text=text)
+            self._send(WRITE, text=text)
 
     def record_junit(self, what: str, nodeid: str, name: str, value: str) -> None:
         self.sender.send(JUNIT, what=what, nodeid=nodeid, name=name, value=value)
 
     def pytest_isolation_leak(self, leak: Leak) -> None:
-        self.sender.send(LEAK, fields=leak.to_wire())
+        self._send(LEAK, fields=leak.to_wire())
 
     def pytest_warning_recorded(
         self,
@@ -166,7 +239,7 @@ class ChildPlugin:
         if not self.live or when == "config":
             return
         category = warning_message.category
-        self.sender.send(
+        self._send(
             WARNING,
             module=category.__module__,
             qualname=category.__qualname__,
@@ -193,19 +266,64 @@ class ChildPlugin:
         """Run the collected items; say how the run was interrupted, if it was."""
         if self.spec.collect_only:
             return None
-        items = session.items
+        runs = self.runs or [_FileRun(self.spec.path, session.items, [])]
+        items = [item for run in runs for item in run.items]
+        position = 0
         try:
-            for index, item in enumerate(items):
-                nextitem = items[index + 1] if index + 1 < len(items) else None
-                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                if session.shouldfail or session.shouldstop:
-                    break
+            for number, run in enumerate(runs):
+                if self.runs:  # a shared process: the file's collection, then its tests
+                    for kind, payload in run.messages:
+                        self.sender.send(kind, **payload)
+                    self.sender.send(COLLECTED, nodeids=[str(item.nodeid) for item in run.items])
+                for item in run.items:
+                    position += 1
+                    nextitem = items[position] if position < len(items) else None
+                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                    if session.shouldfail or session.shouldstop:
+                        return None
+                if number + 1 < len(runs):
+                    self.sender.send(DONE)
         except KeyboardInterrupt as interrupt:
             where = traceback.extract_tb(interrupt.__traceback__)[-1]
             return Interruption(None, None, (where.filename, where.lineno or 1))
         except pytest.exit.Exception as stop:  # pytest.exit() ends the whole run
             return Interruption(stop.msg, stop.returncode)
         return None
+
+
+class _FileRun(NamedTuple):
+    """One file of a shared process: its items and its held collection messages."""
+
+    path: str
+    items: list[pytest.Item]
+    messages: list[tuple[str, dict[str, Any]]]
+
+
+class _Held:
+    """The messages of a shared process's files while it collects them all:
+    each file's go out just before its tests run, so that the parent
+    relays them with that file's."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.messages: dict[str, list[tuple[str, dict[str, Any]]]] = {p: [] for p in paths}
+        self.current = paths[0]
+
+    def enter(self, path: str) -> None:
+        if path in self.messages:
+            self.current = path
+
+    def put(self, kind: str, payload: dict[str, Any], path: str | None) -> None:
+        key = path if path in self.messages else self.current
+        self.messages[key].append((kind, payload))
+
+    def split(self, items: list[pytest.Item]) -> list[_FileRun]:
+        """The files in order, each with its items (an item of no file goes
+        with the first)."""
+        first = next(iter(self.messages))
+        mine: dict[str, list[pytest.Item]] = {path: [] for path in self.messages}
+        for item in items:
+            mine.get(str(item.path), mine[first]).append(item)
+        return [_FileRun(path, mine[path], held) for path, held in self.messages.items()]
 
 
 class Interruption(NamedTuple):

@@ -21,6 +21,10 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.placement import ALONE
+from pytest_isolation.core.placement import TOGETHER
+from pytest_isolation.core.placement import Placement
+from pytest_isolation.core.placement import Placements
 from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
@@ -52,10 +56,14 @@ from pytest_isolation.filemode.nodeargs import NodeArgs
 from pytest_isolation.filemode.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.nodeargs import split_node_args
 from pytest_isolation.filemode.nodeargs import write_not_found
+from pytest_isolation.filemode.nodes import PLACEMENT
+from pytest_isolation.filemode.nodes import PLACEMENT_ERROR
 from pytest_isolation.filemode.nodes import ChildCollectionError
 from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
 from pytest_isolation.filemode.nodes import IsolatedFileItem
+from pytest_isolation.filemode.nodes import gather_shared
+from pytest_isolation.filemode.nodes import process_of
 from pytest_isolation.filemode.relay import FileRelay
 from pytest_isolation.filemode.servers import PRELOAD_SECONDS
 from pytest_isolation.filemode.servers import Servers
@@ -145,6 +153,13 @@ class FileModeController:
         #: The exit status a plugin raised at the end of a child's session, and the file's.
         self.status = 0
         self.status_from = ""
+        #: Where each file runs (alone, in a group's process, with the files not isolated).
+        default = TOGETHER if settings.opted_in else ALONE
+        self.placements = Placements(config, Placement(default, "", settings.mode_from))
+        #: The shared process that runs the next files, after one of them ran.
+        self.shared: Shared | None = None
+        #: The message stream of each running shared child, by pid (it is read file by file).
+        self.receivers: dict[int, wire.Receiver] = {}
         config.add_cleanup(self.close)
 
     @property
@@ -164,8 +179,16 @@ class FileModeController:
     ) -> Generator[None, list[pytest.Collector], list[pytest.Collector]]:
         collectors = yield
         if any(isinstance(c, pytest.Module) for c in collectors):
-            return [IsolatedFile.from_parent(parent, path=file_path)]
+            file = IsolatedFile.from_parent(parent, path=file_path)
+            try:
+                file.stash[PLACEMENT] = self.placements.of(file_path)
+            except pytest.UsageError as error:  # the file fails to collect: the run stops there
+                file.stash[PLACEMENT_ERROR] = str(error)
+            return [file]
         return collectors
+
+    def pytest_plugin_registered(self, plugin: object) -> None:
+        self.placements.add(plugin)  # a conftest, collected: its directory's placement
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before the session matches config.args
     def pytest_collection(self, session: pytest.Session) -> Generator[None, object, object]:
@@ -189,6 +212,7 @@ class FileModeController:
             items[:] = [i for i in items if i not in dropped]
             self.config.hook.pytest_deselected(items=dropped)
         lastfailed.select_files(self.config, items)
+        gather_shared(items)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.positions = {item: index for index, item in enumerate(session.items)}
@@ -197,9 +221,8 @@ class FileModeController:
         """Explain the "collected N items" line, which counts files in file mode."""
         if self.config.option.collectonly or self.config.option.verbose < 0:
             return None
-        files = sum(isinstance(item, IsolatedFileItem) for item in items)
-        noun = "file" if files == 1 else "files"
-        lines = [f"isolation: {files} test {noun}, each collected and run in its own process"]
+        files = [process_of(item) for item in items if isinstance(item, IsolatedFileItem)]
+        lines = [_placements_line(files)]
         for path in conftests.with_item_hook(self.config):
             where = os.path.relpath(path, self.config.invocation_params.dir)
             lines.append(
@@ -209,9 +232,14 @@ class FileModeController:
         return lines
 
     def pytest_report_header(self) -> list[str]:
+        how = "each test file in its own process"
+        if self.settings.opted_in:
+            how = (
+                f"set by {self.settings.mode_from}: the files placed in processes of their "
+                "own run there, the others together"
+            )
         return [
-            f"isolation: file mode, each test file in its own process "
-            f"(start method {self.method}: {self.reason})",
+            f"isolation: file mode, {how} (start method {self.method}: {self.reason})",
             *plugins.notices(self.config),
         ]
 
@@ -235,19 +263,30 @@ class FileModeController:
         and again while something failed and retries are left.  ``following``
         is the index of the file the run goes on with (under xdist, the next
         one scheduled for this worker), whose child starts early."""
-        more = self._path_at(following)
         started = time.monotonic()
-        retries, scope = self.settings.retries, self.settings.retry_scope
-        relay = FileRelay(file, self._not_found, retries=retries, scope=scope)
-        spec = wire.ChildSpec(path=str(file.path), selectors=self._selectors(file.path))
-        child = self.started.pop(index, None)
+        shared = self.shared if self.shared is not None and index in self.shared.members else None
+        members = self._members(index) if shared is None else shared.members
+        more = self._path_at(following if len(members) < 2 else members[-1] + 1)
+        # A retry cannot give a shared process's file back the state its earlier files left.
+        alone = PLACEMENT not in file.stash or file.stash[PLACEMENT].process is None
+        retries = self.settings.retries if alone else 0
+        relay = FileRelay(file, self._not_found, retries=retries, scope=self.settings.retry_scope)
+        spec = self._spec(index, members)
+        child = self.started.pop(index, None) if shared is None else shared.child
+        self.shared = None
         while True:
             if child is None:
+                skip = relay.skip()
                 attempt = dataclasses.replace(
-                    spec, skip=relay.skip(), maxfail=self._failures_left()
+                    spec if not skip else self._spec(index, [index]),
+                    skip=skip,
+                    maxfail=self._failures_left(),
                 )
+                members = [index] if skip else members
                 child = self._start(attempt, file, index, more)
             death = self._relay(child, relay)
+            if relay.end.done:
+                self.shared = Shared(child, members[1:])
             resumes = death is not None and relay.crashed(death.how, death.tail)
             if resumes and not self._stopping():  # -x/--maxfail count the crash too
                 relay.next_child()  # the rest of this attempt, in a new child
@@ -278,17 +317,37 @@ class FileModeController:
         Its messages wait in the pipe until the loop reaches the file; this
         takes the loop's own work between two files off the critical path.
         """
-        if self._stopping():
+        if self._stopping() or (self.shared is not None and index in self.shared.members):
             return
         session = self.config.stash[_SESSION]
         items = session.items
         file = items[index].parent
         assert isinstance(file, IsolatedFile)
-        more = self._path_at(index + 1)
-        spec = wire.ChildSpec(
-            path=str(file.path), selectors=self._selectors(file.path), maxfail=self._failures_left()
-        )
+        members = self._members(index)
+        more = self._path_at(members[-1] + 1)
+        spec = dataclasses.replace(self._spec(index, members), maxfail=self._failures_left())
         self.started[index] = self._start(spec, file, index, more)
+
+    def _members(self, index: int) -> list[int]:
+        """The placeholders whose files one child runs, from ``index`` on: the
+        ones after it of the same shared process, in run order.  Only
+        ``index`` in a pytest-xdist worker, which learns its next file only
+        as it goes."""
+        items = self.config.stash[_SESSION].items
+        process = process_of(items[index])
+        members = [index]
+        if process is None or is_worker(self.config):
+            return members
+        while members[-1] + 1 < len(items) and process_of(items[members[-1] + 1]) == process:
+            members.append(members[-1] + 1)
+        return members
+
+    def _spec(self, index: int, members: list[int]) -> wire.ChildSpec:
+        """What the child of the files at ``members`` (``index`` first) runs."""
+        items = self.config.stash[_SESSION].items
+        path = items[index].path
+        more = tuple((str(items[i].path), self._selectors(items[i].path)) for i in members[1:])
+        return wire.ChildSpec(path=str(path), selectors=self._selectors(path), more=more)
 
     def _path_at(self, index: int | None) -> Path | None:
         """The file of the placeholder at ``index`` in ``session.items``, if any."""
@@ -328,11 +387,11 @@ class FileModeController:
         """
         timeout = self.settings.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        receiver = wire.Receiver(child.stream)
+        receiver = self.receivers.pop(child.pid, None) or wire.Receiver(child.stream)
         try:
             for kind, payload in receiver.messages(deadline):
                 relay.handle(kind, payload)
-                if relay.end.finished:
+                if relay.end.finished or relay.end.done:
                     break
         except wire.TimedOut:
             end_tree(child, self.settings.kill_grace)
@@ -352,6 +411,10 @@ class FileModeController:
             end_at_once(child)
             raise
         end = relay.end
+        if end.done:  # the child goes on with the next file of its shared process
+            self.receivers[child.pid] = receiver
+            relay.process_ended(0)
+            return None
         if end.interrupted:
             _end(child)
             relay.conclude()
@@ -386,6 +449,7 @@ class FileModeController:
                 "isolation: threads are running, forking children from a fresh interpreter",
             )
             self._discard_warm()
+        paths = [Path(path) for path, _ in spec.files]
         if self.method in ("spawn", "forkserver"):
             spec, launch = self._launch(spec)
             if self.method == "spawn":
@@ -393,9 +457,9 @@ class FileModeController:
             return self._forkserver(launch).fork().activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
-        if self.warm is not None and self.warm_preloads != self._servers().preloads(file.path):
+        if self.warm is not None and self.warm_preloads != self._servers().preloads(*paths):
             self._discard_warm()
-        warm = self.warm if self.warm is not None else self._fork_ahead(file.path)
+        warm = self.warm if self.warm is not None else self._fork_ahead(*paths)
         self.warm = None
         child = warm.activate(spec, index)
         if more is not None:
@@ -466,11 +530,11 @@ class FileModeController:
 
         return fork_warm(body)
 
-    def _fork_ahead(self, path: Path) -> Warm:
-        """A prepared child from the fork server for ``path``, forked ahead."""
+    def _fork_ahead(self, *paths: Path) -> Warm:
+        """A prepared child from the fork server for ``paths``, forked ahead."""
         servers = self._servers()
-        warm = servers.server_for(path).fork()
-        self.warm_preloads = servers.preloads(path)
+        warm = servers.server_for(*paths).fork()
+        self.warm_preloads = servers.preloads(*paths)
         return warm
 
     def _servers(self) -> Servers:
@@ -490,6 +554,9 @@ class FileModeController:
         for child in self.started.values():
             _end(child)
         self.started = {}
+        if self.shared is not None:
+            _end(self.shared.child)
+            self.shared = None
         self._discard_warm()
         for child in self.exited:
             child.wait()
@@ -576,6 +643,39 @@ def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> 
     it changes.
     """
     session._setupstate.teardown_exact(nextitem)
+
+
+class Shared(NamedTuple):
+    """A child that has run a file of its shared process and runs the next ones."""
+
+    child: Child
+    #: The indexes in ``session.items`` of the placeholders of the files it
+    #: runs next, the next one first.
+    members: list[int]
+
+
+def _placements_line(processes: list[str | None]) -> str:
+    """``isolation: 40 test files: 34 each in its own process, 4 in 2 groups
+    (api: 2, db: 2), 2 together in one process``."""
+    total = len(processes)
+    alone = processes.count(None)
+    groups: dict[str, int] = {}
+    for process in processes:
+        if process:
+            groups[process] = groups.get(process, 0) + 1
+    together = processes.count("")
+    noun = "file" if total == 1 else "files"
+    if alone == total:
+        return f"isolation: {total} test {noun}, each collected and run in its own process"
+    parts = [f"{alone} each in its own process"] if alone else []
+    if groups:
+        grouped = sum(groups.values())
+        names = ", ".join(f"{name[7:-1]}: {n}" for name, n in sorted(groups.items()))
+        noun_groups = "group" if len(groups) == 1 else "groups"
+        parts.append(f"{grouped} in {len(groups)} {noun_groups}, a process per group ({names})")
+    if together:
+        parts.append(f"{together} together in one process (mode off)")
+    return f"isolation: {total} test {noun}: " + ", ".join(parts)
 
 
 class Death(NamedTuple):

@@ -11,6 +11,11 @@ import pytest
 
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.core.placement import Placement
+
+#: On an :class:`IsolatedFile`: where it runs, or why its placement is wrong.
+PLACEMENT = pytest.StashKey[Placement]()
+PLACEMENT_ERROR = pytest.StashKey[str]()
 
 #: Name of the one placeholder item of each file (its node id is ``path::<isolated file>``).
 PLACEHOLDER_NAME = "<isolated file>"
@@ -28,6 +33,8 @@ class IsolatedFile(pytest.File):
     """A test file whose tests are collected and run in a child process."""
 
     def collect(self) -> Iterable[pytest.Item]:
+        if PLACEMENT_ERROR in self.stash:
+            raise self.CollectError(f"isolation: {self.stash[PLACEMENT_ERROR]}")
         _check_module_name(self)
         if self.config.option.collectonly:
             return self.config.stash[COLLECT_IN_CHILD](self)
@@ -89,6 +96,32 @@ def _namespace_packages(config: pytest.Config) -> bool:
         return bool(config.getini("consider_namespace_packages"))
     except ValueError:
         return False
+
+
+def process_of(item: pytest.Item) -> str | None:
+    """The shared process a placeholder's file runs in (``None``: its own, or not a placeholder)."""
+    parent = item.parent
+    if not isinstance(item, IsolatedFileItem) or parent is None or PLACEMENT not in parent.stash:
+        return None
+    return parent.stash[PLACEMENT].process
+
+
+def gather_shared(items: list[pytest.Item]) -> None:
+    """Move the files of each shared process next to its first one, keeping
+    every other order: a process runs its files one after the other."""
+    members: dict[str, list[pytest.Item]] = {}
+    slots: list[pytest.Item | list[pytest.Item]] = []
+    for item in items:
+        process = process_of(item)
+        if process is None:
+            slots.append(item)
+        elif process in members:
+            members[process].append(item)
+        else:
+            members[process] = [item]
+            slots.append(members[process])
+    if members:
+        items[:] = [i for slot in slots for i in (slot if isinstance(slot, list) else [slot])]
 
 
 class IsolatedFileItem(pytest.Item):

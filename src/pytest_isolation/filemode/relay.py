@@ -70,6 +70,8 @@ class ChildEnd:
     """How the current child's stream ended."""
 
     finished: bool = False
+    #: The file has run and its shared process goes on with the next file.
+    done: bool = False
     #: The child saw Ctrl-C (no reason) or ``pytest.exit(reason, returncode)``.
     interrupted: bool = False
     exit_reason: str | None = None
@@ -128,6 +130,7 @@ class FileRelay:
             wire.STATUS: self._status,
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
+            wire.DONE: self._done,
         }
 
     def handle(self, kind: str, payload: dict[str, Any]) -> None:
@@ -286,6 +289,9 @@ class FileRelay:
 
     def _finished(self) -> None:
         self.end.finished = True
+
+    def _done(self) -> None:
+        self.end.done = True
 
     def crashed(self, how: str, stderr_tail: str) -> bool:
         """Report a child that died; return whether the rest of the attempt can resume."""

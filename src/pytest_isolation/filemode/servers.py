@@ -64,15 +64,16 @@ class Servers:
         tests = {module_name(path) for path in files}
         self.plan = preload.plan(files, sys.modules, preload.local_names(files, sys.path), tests)
 
-    def preloads(self, path: Path) -> bool:
-        """Whether the child for ``path`` comes from the preloading server."""
+    def preloads(self, *paths: Path) -> bool:
+        """Whether the child for ``paths`` (a shared process runs several files)
+        comes from the preloading server."""
         plan = self.plan
         if plan is None or not plan.modules or self.stopped:
             return False
-        return path not in plan.kept_out
+        return not any(path in plan.kept_out for path in paths)
 
-    def server_for(self, path: Path) -> ForkServer:
-        want = self.preloads(path)
+    def server_for(self, *paths: Path) -> ForkServer:
+        want = self.preloads(*paths)
         if want and True not in self._servers:
             server = self._start_preloading()
             if server is None:

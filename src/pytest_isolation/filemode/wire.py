@@ -26,7 +26,7 @@ _write = os.write
 _read = os.read
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 _HEADER = struct.Struct(">I")
 
@@ -49,6 +49,9 @@ WRITE = "write"
 JUNIT = "junit"
 KEPT = "kept"
 LOGFINISH = "logfinish"
+#: A file of a shared process (a group, the files not isolated) has run; the
+#: process goes on with its next file.
+DONE = "done"
 #: The exit status a plugin raised at the end of the child's session.
 STATUS = "status"
 INTERRUPTED = "interrupted"
@@ -71,6 +74,9 @@ class ChildSpec:
     maxfail: int = 0
     #: Only collect and announce the node ids.
     collect_only: bool = False
+    #: The files that run after ``path`` in the same process (a group's, or the
+    #: files not isolated), in run order, each with its selectors.
+    more: tuple[tuple[str, tuple[tuple[str, ...], ...] | None], ...] = ()
     #: Spawn only: the write end of the pipe, and ``sys.path[0]`` of the parent.
     fd: int = -1
     path0: str = ""
@@ -90,10 +96,19 @@ class ChildSpec:
     @classmethod
     def from_env(cls, text: str) -> ChildSpec:
         data = json.loads(text)
-        selectors = data["selectors"]
-        data["selectors"] = None if selectors is None else tuple(map(tuple, selectors))
+        data["selectors"] = _selectors(data["selectors"])
         data["skip"] = frozenset(data["skip"])
+        data["more"] = tuple((path, _selectors(found)) for path, found in data["more"])
         return cls(**data)
+
+    @property
+    def files(self) -> list[tuple[str, tuple[tuple[str, ...], ...] | None]]:
+        """Every file the process runs, in order, with its selectors."""
+        return [(self.path, self.selectors), *self.more]
+
+
+def _selectors(found: list[list[str]] | None) -> tuple[tuple[str, ...], ...] | None:
+    return None if found is None else tuple(map(tuple, found))
 
 
 class Sender:

@@ -34,9 +34,12 @@ CATEGORIES = (
 
 MARKER = "isolation"
 MARKER_HELP = (
-    "isolation(allow_leaks=['env:NAME', 'sys.modules:pkg', ...]): leaks the pytest-isolation "
-    "leak guard neither reports nor restores for this test"
+    "isolation(allow_leaks=['env:NAME', 'sys.modules:pkg', ...], mode='file'|'off', "
+    "group='NAME'): leaks the pytest-isolation leak guard neither reports nor restores for "
+    "this test; in a module's pytestmark, mode and group say where file mode runs the file"
 )
+#: The marker's arguments that only a module's ``pytestmark`` takes (:mod:`..core.placement`).
+PLACING = ("mode", "group")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,12 +77,18 @@ def parse(entries: Iterable[object], source: str) -> tuple[Allowance, ...]:
 def of_node(node: pytest.Item | pytest.Collector) -> tuple[Allowance, ...]:
     """The allowances of every ``isolation`` marker on a test, its class and module."""
     found: list[Allowance] = []
-    for marker in node.iter_markers(MARKER):
-        unknown = set(marker.kwargs) - {"allow_leaks"}
+    for owner, marker in node.iter_markers_with_node(MARKER):
+        placing = sorted(set(marker.kwargs) & set(PLACING))
+        if placing and not isinstance(owner, pytest.Module):
+            raise pytest.UsageError(
+                f"{node.nodeid}: @pytest.mark.isolation({placing[0]}=...) places a whole file; "
+                "give it in the module's pytestmark, not on a test or class"
+            )
+        unknown = set(marker.kwargs) - {"allow_leaks", *PLACING}
         if marker.args or unknown:
             raise pytest.UsageError(
-                f"{node.nodeid}: @pytest.mark.isolation takes only allow_leaks=[...], "
-                f"got {marker.args or sorted(unknown)!r}"
+                f"{node.nodeid}: @pytest.mark.isolation takes allow_leaks=[...], mode= and "
+                f"group=, got {marker.args or sorted(unknown)!r}"
             )
         entries = marker.kwargs.get("allow_leaks", ())
         if isinstance(entries, str):

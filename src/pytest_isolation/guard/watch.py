@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
@@ -177,8 +178,10 @@ class LeakGuard:
 
     @property
     def contained(self) -> bool:
-        """In a file-mode child: the process contains what imports and files change."""
-        return self.config.stash.get(IN_CHILD, False)
+        """In a file-mode child of one file: the process contains what imports
+        and files change."""
+        stash = self.config.stash
+        return stash.get(IN_CHILD, False) and not stash.get(SHARED_CHILD, False)
 
     def _announce(self, leak: Leak) -> None:
         self.config.hook.pytest_isolation_leak(config=self.config, leak=leak)
@@ -253,7 +256,7 @@ class LeakGuard:
 
         In a file-mode child the test's setup reports it instead (a usage
         error there would end the child, not the run)."""
-        if self.contained:
+        if self.config.stash.get(IN_CHILD, False):
             return
         for item in items:
             if allow.MARKER in item.keywords:
