@@ -92,6 +92,51 @@ def test_the_child_s_plugins_finish_their_session(pytester: pytest.Pytester, sta
     assert (pytester.path / "out.xml").read_text().count("<testcase ") == 2
 
 
+def test_a_child_s_unconfigure_runs_while_the_next_file_does_and_counts(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """The child tells the parent it finished before its unconfigure (pytest's
+    whole-heap garbage collection): what it prints there still shows, all
+    children have ended before the parent's session does, and an unconfigure
+    that raises fails the run, naming the file."""
+    pytester.makeconftest(
+        """
+        import os, sys
+
+        def pytest_unconfigure(config):
+            if not config.pluginmanager.has_plugin("isolation-child"):
+                ended = open("ended.txt").read().split() if os.path.exists("ended.txt") else []
+                print(f"parent sees {len(ended)} children ended", file=sys.stderr)
+                return
+            print(f"unconfigure of {os.getpid()}", file=sys.stderr)
+            with open("ended.txt", "a") as out:
+                out.write(f"{os.getpid()}\\n")
+            if config.stash.get(FAIL, False):
+                raise RuntimeError("unconfigure broke")
+
+        import pytest
+        FAIL = pytest.StashKey[bool]()
+
+        def pytest_collection_finish(session):
+            if any(item.name == "test_b" for item in session.items):
+                session.config.stash[FAIL] = True
+        """
+    )
+    pytester.makepyfile(
+        test_a="def test_a(): pass\n", test_b="def test_b(): pass\n", test_c="def test_c(): pass\n"
+    )
+    result = run_file_mode(pytester, start)
+    result.assert_outcomes(passed=3)
+    assert result.stderr.str().count("unconfigure of ") == 3
+    result.stderr.fnmatch_lines(
+        ["*RuntimeError: unconfigure broke*", "parent sees 3 children ended"]
+    )
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(
+        ["isolation: the process of test_b.py ended its session with exit status 3 *"]
+    )
+
+
 def test_a_plugin_that_fails_the_session_at_its_end_fails_the_run(
     pytester: pytest.Pytester, start: str
 ) -> None:

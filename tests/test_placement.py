@@ -73,7 +73,8 @@ def test_every_spelling_of_the_marker_assignment_is_read(tmp_path: Path) -> None
         path = tmp_path / f"test_{name}.py"
         path.write_text(f"import pytest\nfrom pytest import mark\n{text}\n")
         found = placement.marker_in_source(path)
-        assert found is not None and found.how == "off", name
+        assert found is not None, name
+        assert found.how == "off", name
 
 
 def test_no_marker_and_other_markers_give_none(tmp_path: Path) -> None:
@@ -88,7 +89,9 @@ def test_no_marker_and_other_markers_give_none(tmp_path: Path) -> None:
 
 def test_a_marker_argument_that_is_not_a_literal_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "test_a.py"
-    path.write_text("import pytest\nGROUP = 'db'\npytestmark = pytest.mark.isolation(group=GROUP)\n")
+    path.write_text(
+        "import pytest\nGROUP = 'db'\npytestmark = pytest.mark.isolation(group=GROUP)\n"
+    )
     with pytest.raises(pytest.UsageError, match=r"test_a.py:3: pytestmark: .*must be a literal"):
         placement.marker_in_source(path)
 
@@ -110,7 +113,8 @@ def test_the_imported_module_s_marker_is_read_the_same_way() -> None:
     module = types.ModuleType("test_a")
     module.pytestmark = [pytest.mark.filterwarnings("error"), pytest.mark.isolation(mode="off")]  # type: ignore[attr-defined]
     found = placement.marker_of_module(module, "tests/test_a.py")
-    assert found is not None and found.how == "off"
+    assert found is not None
+    assert found.how == "off"
     assert placement.marker_of_module(types.ModuleType("test_b"), "tests/test_b.py") is None
 
 
@@ -121,7 +125,9 @@ def test_a_conftest_sets_its_directory() -> None:
     found = placement.conftest_placement(module)
     assert found == Placement("group", "db", "/p/tests/conftest.py: isolation_group")
     module.isolation_mode = "off"  # type: ignore[attr-defined]
-    with pytest.raises(pytest.UsageError, match="conftest.py: isolation_mode and isolation_group"):
+    with pytest.raises(
+        pytest.UsageError, match=r"conftest\.py: isolation_mode and isolation_group"
+    ):
         placement.conftest_placement(module)
 
 
@@ -134,7 +140,8 @@ def test_patterns_match_files_and_directories() -> None:
     assert not legacy.matches("tests/legacy_x/test_a.py")
     assert db.matches("tests/api/db_users.py")
     assert not db.matches("tests/db_users.py")
-    assert nested.matches("slow/test_a.py") and nested.matches("a/b/slow/c/test_a.py")
+    assert nested.matches("slow/test_a.py")
+    assert nested.matches("a/b/slow/c/test_a.py")
     assert (legacy.depth, db.depth, nested.depth) == (2, 1, 0)
 
 
@@ -143,7 +150,8 @@ def test_pattern_brackets_and_question_marks() -> None:
     assert pattern.matches("tests/test_a1.py")
     assert not pattern.matches("tests/test_c1.py")
     (negated,) = placement.patterns(["tests/test_[!a].py: off"])
-    assert negated.matches("tests/test_b.py") and not negated.matches("tests/test_a.py")
+    assert negated.matches("tests/test_b.py")
+    assert not negated.matches("tests/test_a.py")
 
 
 def test_the_most_specific_pattern_wins() -> None:

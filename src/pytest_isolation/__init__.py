@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_isolation.core.names import VERSION
+from pytest_isolation.core.shared import shared_fixture
 from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
 
@@ -37,6 +38,7 @@ __all__ = [
     "UnsafeRemoval",
     "__version__",
     "check_module_stub",
+    "shared_fixture",
     "tmp",
 ]
 

@@ -171,6 +171,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini(
+        "isolation_shared_fixtures",
+        "File mode with fork: session fixtures set up once, before the first child, in the "
+        "process the children are forked from; each child inherits their values.",
+        type="args",
+        default=[],
+    )
+    parser.addini(
         "isolation_allow_leaks",
         "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "
         "(e.g. env:MYAPP_*).",

@@ -42,3 +42,12 @@ def pytest_isolation_workeroutput(config: pytest.Config, output: dict[str, Any])
 def pytest_isolation_merge_workeroutput(config: pytest.Config, output: dict[str, Any]) -> None:
     """In the pytest-xdist controller: a worker ended; merge this part's
     state from what the worker's parts put into ``output``."""
+
+
+@pytest.hookspec
+def pytest_isolation_child_started(config: pytest.Config, shared: dict[str, object]) -> None:
+    """File mode: first thing in each child process, before it collects its
+    file.  Renew here what must not be shared across a fork (a database
+    connection, a socket, a thread pool); ``shared`` holds the values of the
+    shared fixtures the child inherited, by name (empty when the child was
+    not forked from the parent)."""

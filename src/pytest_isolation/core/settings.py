@@ -69,6 +69,7 @@ class Settings:
             MODE_ENV,
             "isolation_mode (ini)",
         )
+
     start: str = "auto"
     leaks: str = "warn"
     deep: bool = False

@@ -34,6 +34,7 @@ from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.shared import SHARED_VALUES
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import childcov
@@ -89,6 +90,9 @@ class ChildPlugin:
         self.config.option.maxfail = spec.maxfail
         self.config.stash[SHARED_CHILD] = bool(spec.more)
         self._send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
+        leave_inherited_connections()
+        shared = self.config.stash.get(SHARED_VALUES, {})
+        self.config.hook.pytest_isolation_child_started(config=self.config, shared=shared)
 
     def _send(self, kind: str, path: str | None = None, **payload: Any) -> None:
         """Send now, or, while a shared process collects, hold for ``path``'s
@@ -416,11 +420,39 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         plugin.sender.send(KEPT, lines=kept)
     childcov.save()
     if interruption is not None:
+        if not plugin.spec.collect_only:
+            childend.unconfigure(session)
         reason, returncode, where = interruption
         plugin.sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=where)
         os._exit(INTERRUPTED_EXIT)
     plugin.sender.send(FINISHED)
-    os._exit(0)
+    code = 0 if plugin.spec.collect_only else childend.unconfigure(session)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+#: Inherited database connections a child leaves unused: closing one would end
+#: the parent's session on the database server (PostgreSQL's client sends
+#: Terminate); kept referenced, so that no garbage collection closes them.
+_ABANDONED: list[object] = []
+
+
+def leave_inherited_connections() -> None:
+    """pytest-django (any Django project): a child opens its own database
+    connections; an in-memory SQLite database is the child's own copy."""
+    database = sys.modules.get("django.db")
+    if database is None:
+        return
+    try:
+        wrappers = database.connections.all(initialized_only=True)
+    except TypeError:  # Django before 4.1
+        wrappers = database.connections.all()
+    for wrapper in wrappers:
+        in_memory = getattr(wrapper, "is_in_memory_db", None)
+        if wrapper.connection is not None and not (in_memory is not None and in_memory()):
+            _ABANDONED.append(wrapper.connection)
+            wrapper.connection = None
 
 
 def prepare_forked(session: pytest.Session) -> ChildPlugin:

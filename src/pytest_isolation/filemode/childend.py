@@ -14,6 +14,7 @@ Imports: stdlib and pytest only (the child side stays light).
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import pytest
@@ -45,7 +46,8 @@ def parent_owned(config: pytest.Config) -> list[object]:
 
 
 def end_session(session: pytest.Session, status: int) -> int:
-    """Run the child-side plugins' session end; return the exit status they leave.
+    """Run the child-side plugins' ``pytest_sessionfinish``; return the exit
+    status they leave.
 
     A plugin may raise the status in its ``pytest_sessionfinish`` (syrupy
     does for unused snapshots); the parent applies the raised value.
@@ -56,9 +58,28 @@ def end_session(session: pytest.Session, status: int) -> int:
     session.exitstatus = status
     finish: Any = manager.subset_hook_caller("pytest_sessionfinish", excluded)
     finish(session=session, exitstatus=status)
-    unconfigure: Any = manager.subset_hook_caller("pytest_unconfigure", excluded)
-    unconfigure(config=config)
     return int(session.exitstatus)
+
+
+def unconfigure(session: pytest.Session) -> int:
+    """Run the child-side plugins' ``pytest_unconfigure``; return the
+    process's exit code (3, pytest's internal error, when it raised).
+
+    The child runs it after telling the parent it finished: pytest's
+    unraisable-exception check collects garbage over the whole heap there,
+    which a forked child shares with its parent (tens of milliseconds, each
+    page it touches copied), while the parent goes on with the next file.
+    """
+    config = session.config
+    unconfigure: Any = config.pluginmanager.subset_hook_caller(
+        "pytest_unconfigure", parent_owned(config)
+    )
+    try:
+        unconfigure(config=config)
+    except BaseException:  # reported by the exit code and on stderr
+        traceback.print_exc()
+        return int(pytest.ExitCode.INTERNAL_ERROR)
+    return 0
 
 
 def session_status(session: pytest.Session, interrupted: bool) -> int:

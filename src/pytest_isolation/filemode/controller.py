@@ -21,6 +21,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.placement import ALONE
 from pytest_isolation.core.placement import TOGETHER
 from pytest_isolation.core.placement import Placement
@@ -29,6 +30,7 @@ from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
+from pytest_isolation.core.shared import names as shared_names
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import conftests
@@ -38,6 +40,7 @@ from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode import preload
 from pytest_isolation.filemode import progress
+from pytest_isolation.filemode import shared
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import prepare_forked
 from pytest_isolation.filemode.child import run_forked
@@ -144,7 +147,7 @@ class FileModeController:
         #: Index of each placeholder in session.items, for children forked ahead.
         self.positions: dict[pytest.Item, int] = {}
         #: Children that finished and still need reaping.
-        self.exited: list[Child] = []
+        self.exited: list[Exited] = []
         self.basetemp: Path | None = None
         self.spawned = 0
         #: The environment the run started with: every file's child starts from it
@@ -160,6 +163,10 @@ class FileModeController:
         self.shared: Shared | None = None
         #: The message stream of each running shared child, by pid (it is read file by file).
         self.receivers: dict[int, wire.Receiver] = {}
+        #: The shared fixtures set up in this process, until their teardown.
+        self.shared_fixtures: shared.Shared | None = None
+        #: The node id of the last test run, whose teardown reports theirs.
+        self.last_test = ""
         config.add_cleanup(self.close)
 
     @property
@@ -256,6 +263,8 @@ class FileModeController:
         following = self.positions.get(nextitem) if isinstance(nextitem, IsolatedFileItem) else None
         self.run_file(file, self.positions[item], following)
         tear_down_towards(item.session, nextitem)
+        if nextitem is None:
+            self._tear_down_shared(item)
         return True
 
     def run_file(self, file: IsolatedFile, index: int, following: int | None) -> None:
@@ -294,6 +303,8 @@ class FileModeController:
                 break
             child = None
         relay.conclude()
+        if relay.attempts.ran:
+            self.last_test = relay.attempts.ran[-1]
         if relay.status is not None and not self.status:
             self.status, self.status_from = relay.status, str(file.nodeid)
         seconds = time.monotonic() - started
@@ -421,11 +432,11 @@ class FileModeController:
             if end.exit_reason is not None:
                 pytest.exit(end.exit_reason, end.exit_code)
             crash.interrupt_at(end.where)
-        if end.finished:
-            _pass_through(child.stderr_text())
-            child.close()
+        if end.finished:  # its plugins' unconfigure runs while the next file does
+            seen = _pass_through(child.stderr_text())
+            child.stream.close()
             relay.process_ended(0)
-            self.exited.append(child)  # reaped later, while the next file runs
+            self.exited.append(Exited(child, str(relay.file.nodeid), seen))
             return None
         returncode = child.wait()
         relay.process_ended(returncode)
@@ -438,7 +449,7 @@ class FileModeController:
     ) -> Child:
         """A child for ``file``; ``more``: the file after it, whose child is
         forked ahead."""
-        self.exited = [child for child in self.exited if not child.poll()]
+        self._reap(wait=False)
         if self.basetemp is None:
             self.basetemp = shared_basetemp(self.config)
         threads = threading.active_count() > self.baseline_threads
@@ -558,14 +569,28 @@ class FileModeController:
             _end(self.shared.child)
             self.shared = None
         self._discard_warm()
-        for child in self.exited:
-            child.wait()
-        self.exited = []
+        self._reap(wait=True)
         if self.servers is not None:
             self.servers.close()
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
+
+    def _reap(self, wait: bool) -> None:
+        """The children that finished and have ended (all, with ``wait``): what
+        they wrote to stderr after finishing, and a failed unconfigure."""
+        running = []
+        for exited in self.exited:
+            child = exited.child
+            if not wait and (child.waiter is not None or not child.poll()):
+                running.append(exited)
+                continue
+            code = child.wait()
+            _pass_through(child.stderr_text()[exited.seen :])
+            child.stderr.close()
+            if code and not self.status:
+                self.status, self.status_from = code, exited.nodeid
+        self.exited = running
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)
@@ -594,8 +619,57 @@ class FileModeController:
         files = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
         if not is_worker(self.config):  # an xdist controller counts its workers' files
             progress.estimate(session, [file for file in files if file is not None])
+        if files and not self.config.option.collectonly:
+            self._share_fixtures([file for file in files if file is not None])
         if self.method == "fork" and files and not self.config.option.collectonly:
             self._start_preloading([file.path for file in files if file is not None])
+
+    def _share_fixtures(self, files: list[pytest.Collector]) -> None:
+        """Set up the shared fixtures here, before the fork server (fork only)."""
+        wanted = shared_names(self.config)
+        if not wanted:
+            return
+        listed = ", ".join(wanted)
+        if self.method != "fork":
+            _write_line(
+                self.config,
+                f"isolation: the shared fixtures ({listed}) are set up in each child: children "
+                f"of the start method {self.method} do not inherit them",
+            )
+            return
+        started = time.monotonic()
+        try:
+            self.shared_fixtures = shared.set_up(self.config.stash[_SESSION], files, wanted)
+        except shared.Refused as refusal:
+            pytest.exit(
+                f"isolation: {refusal}; leave it out of isolation_shared_fixtures (or the "
+                "shared_fixture decorator), or start it in each child: in a function-scoped "
+                "fixture, or in a pytest_isolation_child_started hook",
+                returncode=pytest.ExitCode.USAGE_ERROR,
+            )
+        except pytest.UsageError as error:
+            pytest.exit(f"isolation: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
+        seconds = time.monotonic() - started
+        _write_line(
+            self.config,
+            f"isolation: shared fixtures set up once for every child, in {seconds:.2f} s: "
+            f"{', '.join(self.shared_fixtures.values)}",
+        )
+
+    def _tear_down_shared(self, item: pytest.Item) -> None:
+        """Tear down the shared fixtures once, after the last file; a failure
+        is an error at the teardown of the last test, as in a plain run."""
+        held, self.shared_fixtures = self.shared_fixtures, None
+        if held is None:
+            return
+        call = pytest.CallInfo.from_call(held.tear_down, when="teardown")
+        if call.excinfo is None:
+            return
+        report = pytest.TestReport.from_item_and_call(item, call)
+        if self.last_test:
+            report.nodeid = self.last_test
+            report.location = (report.location[0], None, name_of(self.last_test))
+        item.ihook.pytest_runtest_logreport(report=report)
 
     def _start_preloading(self, paths: list[Path]) -> None:
         """Plan what to preload and start the server that does, so that the
@@ -612,6 +686,9 @@ class FileModeController:
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._reap(wait=True)  # every child's end happens within the run
+        if self.shared_fixtures is not None and session.items:  # the run stopped early
+            self._tear_down_shared(session.items[-1])
         lifetime.put_back(self.ending)
         fail_if_not_found(session, self.notfound)
         progress.save(self.config)
@@ -643,6 +720,15 @@ def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> 
     it changes.
     """
     session._setupstate.teardown_exact(nextitem)
+
+
+class Exited(NamedTuple):
+    """A child that finished its file, until it has ended."""
+
+    child: Child
+    nodeid: str
+    #: How much of its stderr has been shown.
+    seen: int
 
 
 class Shared(NamedTuple):
@@ -697,11 +783,13 @@ def _end(child: Child) -> None:
     child.close()
 
 
-def _pass_through(text: str) -> None:
-    """Show what a finished child wrote to stderr outside of any test (e.g. under ``-s``)."""
+def _pass_through(text: str) -> int:
+    """Show what a finished child wrote to stderr outside of any test (e.g.
+    under ``-s``); return how much."""
     if text:
         sys.stderr.write(text)
         sys.stderr.flush()
+    return len(text)
 
 
 def _write_line(config: pytest.Config, line: str) -> None:

@@ -1,0 +1,54 @@
+"""Which session fixtures file mode sets up once for all children: named by
+the ini key ``isolation_shared_fixtures`` or defined with
+:func:`shared_fixture`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from typing import TypeVar
+from typing import overload
+
+import pytest
+
+#: The ini key naming shared fixtures.
+INI = "isolation_shared_fixtures"
+#: The names given to :func:`shared_fixture` (in the conftests imported so far).
+DECORATED: set[str] = set()
+#: In a file-mode child: the shared fixtures' values it inherited, by name.
+SHARED_VALUES = pytest.StashKey[dict[str, object]]()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def shared_fixture(function: F) -> F: ...
+
+
+@overload
+def shared_fixture(*, name: str | None = None) -> Callable[[F], F]: ...
+
+
+def shared_fixture(function: F | None = None, *, name: str | None = None) -> Any:
+    """``@pytest.fixture(scope="session")`` whose value file mode computes
+    once, in the process the children are forked from, for all of them::
+
+        @pytest_isolation.shared_fixture
+        def dataset():
+            return load_big_dataset()
+
+    Under the ``spawn`` and ``forkserver`` start methods, and without file
+    mode, it is an ordinary session fixture.
+    """
+
+    def decorate(found: F) -> Any:
+        DECORATED.add(name or found.__name__)
+        return pytest.fixture(scope="session", name=name)(found)
+
+    return decorate if function is None else decorate(function)
+
+
+def names(config: pytest.Config) -> list[str]:
+    """Every shared fixture's name, the ini key's first."""
+    listed = [str(name) for name in config.getini(INI)]
+    return listed + sorted(DECORATED - set(listed))

@@ -1,0 +1,306 @@
+"""Session fixtures set up once for all children (``fork``): in the parent,
+before the fork server the children come from, and torn down once, by the
+parent, after the last file.
+
+The fixtures are set up through a stand-in test under each directory's first
+file, so that each directory sees its own definition of a name, as its tests
+would.  What the set-up leaves that a fork does not carry (a thread, an open
+socket, a value that is a thread, a socket, an executor, an event loop or a
+process) is refused before any child starts; database connections of
+pytest-django are closed here and never used by a child, which opens its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pytest_isolation.core import shared as names
+
+if sys.version_info >= (3, 11):
+    _Group = BaseExceptionGroup  # noqa: F821 - a builtin since 3.11
+else:  # pytest's own dependency before 3.11
+    from exceptiongroup import BaseExceptionGroup as _Group
+from pytest_isolation.core.shared import SHARED_VALUES
+
+#: How a fixture's set-up can fail; pytest keeps the failure as its value.
+_SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)
+#: Name of the stand-in test that requests the shared fixtures.
+STAND_IN = "<shared fixtures>"
+
+
+@dataclasses.dataclass
+class Shared:
+    """The shared fixtures of a run: their values, and the parent's teardown of them."""
+
+    values: dict[str, object]
+    #: The session's finalizers the set-up added, run last-in first-out at the end.
+    finalizers: list[Callable[[], object]]
+
+    def tear_down(self) -> None:
+        """Run the teardown once; raise what failed (all of it, as pytest would)."""
+        errors: list[BaseException] = []
+        while self.finalizers:
+            finalizer = self.finalizers.pop()
+            try:
+                finalizer()
+            except BaseException as error:  # every teardown runs
+                errors.append(error)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise _Group("errors while tearing down the shared fixtures", errors)
+
+
+class Refused(Exception):
+    """A shared fixture's set-up left something a forked child cannot inherit."""
+
+
+def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: list[str]) -> Shared:
+    """Set up ``wanted`` as ``files``' tests would see them, before any child.
+
+    Raises :class:`Refused` (after tearing down what was set up) when the set-up
+    started a thread, left a socket open or gave a value a fork cannot carry,
+    and ``pytest.UsageError`` for a name no file sees or a fixture that is not
+    session-scoped.
+    """
+    threads, sockets = set(threading.enumerate()), _sockets()
+    shared = Shared({}, [])
+    try:
+        seen = _set_up_each(_setup_state(session), files, wanted, shared)
+        missing = [name for name in wanted if name not in seen]
+        if missing:
+            raise pytest.UsageError(
+                f"{names.INI}: no test file sees a fixture named {', '.join(map(repr, missing))}"
+            )
+        close_database_connections()
+        _check(shared.values, threads, sockets, session.config)
+    except BaseException:
+        shared.tear_down()
+        raise
+    values = shared.values
+    session.config.stash[SHARED_VALUES] = values
+    return shared
+
+
+def _set_up_each(
+    state: Any, files: Sequence[pytest.Collector], wanted: list[str], shared: Shared
+) -> set[str]:
+    """Set up ``wanted`` through a stand-in under each directory's first file,
+    into ``shared``; return the names some directory sees."""
+    seen: set[str] = set()
+    for file in _one_per_directory(files):
+        stand_in = _stand_in(file, wanted)
+        pushed = _push(state, stand_in)
+        try:
+            with _as_the_tests_would(stand_in):
+                _set_up_names(stand_in, wanted, shared, seen)
+        finally:
+            shared.finalizers += _pop(state, pushed)
+    return seen
+
+
+def _set_up_names(
+    stand_in: pytest.Function, wanted: list[str], shared: Shared, seen: set[str]
+) -> None:
+    for name in wanted:
+        if _definition(stand_in, name) is None:
+            continue
+        seen.add(name)
+        try:
+            shared.values[name] = _request(stand_in).getfixturevalue(name)
+        except _SET_UP_FAILED:  # kept by pytest: each test that uses it fails with it
+            continue
+
+
+@contextlib.contextmanager
+def _as_the_tests_would(stand_in: pytest.Function) -> Iterator[None]:
+    """pytest-django creates the test databases that the run's tests use,
+    which it reads from ``session.items``: in the parent, placeholders that
+    use none.  While the shared fixtures are set up, a stand-in that uses
+    every database, with serialized rollback, takes their place."""
+    session = stand_in.session
+    if not session.config.pluginmanager.has_plugin("django"):
+        yield
+        return
+    items = session.items
+    stand_in.add_marker(pytest.mark.django_db(databases="__all__", serialized_rollback=True))
+    session.items = [stand_in]
+    try:
+        yield
+    finally:
+        session.items = items
+
+
+def _one_per_directory(files: Sequence[pytest.Collector]) -> list[pytest.Collector]:
+    firsts: dict[object, pytest.Collector] = {}
+    for file in files:
+        firsts.setdefault(file.path.parent, file)
+    return list(firsts.values())
+
+
+def _setup_state(session: pytest.Session) -> Any:
+    """pytest's stack of set-up nodes and their finalizers.  Private pytest
+    API, unavoidable: a fixture set up outside a test registers its teardown
+    there (``session._setupstate``, its ``stack`` of ``node: (finalizers,
+    exception)``); ``tests/test_shared.py`` fails loudly if it changes."""
+    return session._setupstate
+
+
+def _push(state: Any, stand_in: pytest.Function) -> list[object]:
+    """Make the stand-in's nodes active without setting any up (no package's
+    ``setup_module``, no autouse fixture runs); return those it added."""
+    pushed: list[object] = [n for n in stand_in.listchain() if n not in state.stack]
+    for node in pushed:
+        state.stack[node] = ([], None)
+    return pushed
+
+
+def _pop(state: Any, pushed: list[object]) -> list[Callable[[], object]]:
+    """Take the nodes back off the stack, and with them the finalizers the
+    set-up added (to the session: the fixtures are session-scoped), so that
+    neither a child, which inherits the stack, nor pytest runs them."""
+    taken: list[Callable[[], object]] = []
+    for node in pushed:
+        finalizers, _ = state.stack.pop(node)
+        taken += finalizers
+    return taken
+
+
+def _stand_in(file: pytest.Collector, wanted: list[str]) -> pytest.Function:
+    """A test under ``file`` that requests ``wanted``, never run."""
+
+    def nothing() -> None:
+        """Stands in for the tests that use the shared fixtures."""
+
+    marked = pytest.mark.usefixtures(*wanted)(nothing)
+    return pytest.Function.from_parent(file, name=STAND_IN, callobj=marked)
+
+
+def _request(stand_in: pytest.Function) -> pytest.FixtureRequest:
+    """The stand-in's fixture request.  Private pytest API, unavoidable: a
+    test's request is ``item._request``; ``tests/test_shared.py`` fails
+    loudly if it changes."""
+    request: pytest.FixtureRequest = stand_in._request
+    return request
+
+
+def _definition(stand_in: pytest.Function, name: str) -> str | None:
+    """Where the stand-in's ``name`` is defined (None: not visible there);
+    a fixture that is not session-scoped is a usage error.  Private pytest
+    API, unavoidable: a test's fixture definitions by name are in
+    ``item._fixtureinfo.name2fixturedefs``; ``tests/test_shared.py`` fails
+    loudly if it changes."""
+    definitions = stand_in._fixtureinfo.name2fixturedefs.get(name)
+    if not definitions:
+        return None
+    definition = definitions[-1]
+    where = f"{definition.baseid or '.'}: {name}"
+    if definition.scope != "session":
+        raise pytest.UsageError(
+            f"{names.INI}: {name!r} is {definition.scope}-scoped ({where}); only a "
+            "session-scoped fixture can be set up once for every file's process"
+        )
+    return where
+
+
+def _sockets() -> set[int]:
+    """This process's open sockets (Linux: ``/proc/self/fd``)."""
+    try:
+        fds = [int(entry) for entry in os.listdir("/proc/self/fd")]
+    except OSError:
+        return set()
+    found = set()
+    for fd in fds:
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                found.add(fd)
+        except OSError:
+            continue
+    return found
+
+
+#: Values a forked child cannot use as its own: the type and why.
+_UNSAFE: tuple[tuple[type, str], ...] = (
+    (threading.Thread, "a thread does not survive a fork"),
+    (socket.socket, "a forked child would talk on the same connection"),
+    (subprocess.Popen, "only the process that started a process can wait for it"),
+)
+
+
+def _unsafe_types() -> tuple[tuple[type, str], ...]:
+    """:data:`_UNSAFE` and those of modules already imported (never imported here)."""
+    found = list(_UNSAFE)
+    futures = sys.modules.get("concurrent.futures")
+    if futures is not None:
+        found.append((futures.Executor, "its workers do not survive a fork"))
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        found.append((asyncio.AbstractEventLoop, "an event loop does not survive a fork"))
+    pool = sys.modules.get("multiprocessing.pool")
+    if pool is not None:
+        found.append((pool.Pool, "its workers do not survive a fork"))
+    return tuple(found)
+
+
+def unsafe_part(value: object) -> str | None:
+    """What in ``value`` (itself, or one level of a container) a fork cannot carry."""
+    parts: list[object] = [value]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        parts.extend(list(value)[:100])
+    elif isinstance(value, dict):
+        parts.extend(list(value.values())[:100])
+    for part in parts:
+        for kind, why in _unsafe_types():
+            if isinstance(part, kind):
+                return f"a {type(part).__qualname__} ({why})"
+    return None
+
+
+def _check(
+    values: dict[str, object],
+    threads: set[threading.Thread],
+    sockets: set[int],
+    config: pytest.Config,
+) -> None:
+    fixtures = ", ".join(map(repr, values))
+    started = [t.name for t in threading.enumerate() if t not in threads and t.is_alive()]
+    if started:
+        raise Refused(
+            f"the set-up of the shared fixtures {fixtures} started the thread "
+            f"{', '.join(started)}, which a forked child would not have"
+        )
+    for name, value in values.items():
+        part = unsafe_part(value)
+        if part is not None:
+            raise Refused(f"the shared fixture {name!r} gives {part}")
+    opened = sorted(_sockets() - sockets)
+    renews = config.pluginmanager.hook.pytest_isolation_child_started.get_hookimpls()
+    if opened and not renews:
+        raise Refused(
+            f"the set-up of the shared fixtures {fixtures} left {len(opened)} socket(s) open, "
+            "which every forked child would share; close them, or renew them in each child in "
+            "a pytest_isolation_child_started hook (which says the project takes care of it)"
+        )
+
+
+def close_database_connections() -> None:
+    """pytest-django (any Django project): close the parent's database
+    connections before the first child is forked, so each child opens its
+    own to the test database.  Django keeps an in-memory SQLite database
+    open (its close is a no-op there): each child gets a copy of it."""
+    database = sys.modules.get("django.db")
+    if database is not None:
+        database.connections.close_all()

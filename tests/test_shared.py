@@ -1,0 +1,314 @@
+"""Session fixtures set up once for all children (``filemode/shared.py``):
+set up in the parent, inherited, torn down once, their teardown errors
+reported, what a fork cannot carry refused, and the child-start hook."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_file_mode
+
+#: A session fixture that records its set-up and teardown, and the hook.
+RECORDING = """
+    import os
+    import pytest
+    from pathlib import Path
+
+    EVENTS = Path(__file__).parent / "events.txt"
+
+    def record(text):
+        with open(EVENTS, "a") as out:
+            out.write(text + "\\n")
+
+    @pytest.fixture(scope="session")
+    def data():
+        record(f"setup {os.getpid()}")
+        yield {"made in": os.getpid()}
+        record(f"teardown {os.getpid()}")
+
+    def pytest_isolation_child_started(config, shared):
+        record(f"child {os.getpid()} {sorted(shared)}")
+"""
+
+USES_DATA = """
+    import os
+
+    def test_inherits(data):
+        print("made in", data["made in"], "used in", os.getpid())
+"""
+
+
+def _events(pytester: pytest.Pytester) -> list[list[str]]:
+    lines = (pytester.path / "events.txt").read_text().splitlines()
+    return [line.split(" ", 1) for line in lines]
+
+
+def _three_files(pytester: pytest.Pytester) -> None:
+    for name in ("test_a", "test_b", "test_c"):
+        pytester.makepyfile(**{name: USES_DATA})
+
+
+def test_a_shared_fixture_is_set_up_once_and_inherited(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = data\n")
+    pytester.makeconftest(RECORDING)
+    _three_files(pytester)
+    result = run_file_mode(pytester, "fork", "-s")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["isolation: shared fixtures set up once for every child, in *: data"]
+    )
+    events = _events(pytester)
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["setup", "child", "child", "child", "teardown"]
+    parent = events[0][1]
+    assert events[-1][1] == parent
+    children = {rest.split()[0] for kind, rest in events if kind == "child"}
+    assert len(children) == 3
+    assert parent not in children
+    assert all(rest.endswith("['data']") for kind, rest in events if kind == "child")
+    used = result.stdout.str().count(f"made in {parent} used in")
+    assert used == 3
+
+
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_other_start_methods_set_the_fixture_up_in_each_child(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = data\n")
+    pytester.makeconftest(RECORDING)
+    _three_files(pytester)
+    result = run_file_mode(pytester, start)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            f"isolation: the shared fixtures (data) are set up in each child: children of the "
+            f"start method {start} do not inherit them"
+        ]
+    )
+    kinds = [kind for kind, _ in _events(pytester)]
+    assert kinds.count("setup") == 3
+    assert kinds.count("teardown") == 3
+    assert kinds.count("child") == 3
+
+
+def test_the_decorator_shares_a_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        RECORDING.replace(
+            '@pytest.fixture(scope="session")\n    def data', "@shared_fixture\n    def data"
+        ).replace(
+            "import pytest\n", "import pytest\n    from pytest_isolation import shared_fixture\n"
+        )
+    )
+    _three_files(pytester)
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=3)
+    kinds = [kind for kind, _ in _events(pytester)]
+    assert kinds == ["setup", "child", "child", "child", "teardown"]
+
+
+def test_the_decorated_fixture_is_an_ordinary_one_without_file_mode(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+        from pytest_isolation import shared_fixture
+
+        @shared_fixture(name="answer")
+        def the_answer():
+            return 42
+        """
+    )
+    pytester.makepyfile(test_a="def test_x(answer):\n    assert answer == 42\n")
+    result = pytester.runpytest_subprocess("-p", "isolation", timeout=60)
+    result.assert_outcomes(passed=1)
+
+
+def test_a_teardown_error_is_an_error_of_the_last_test(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = broken\n")
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def broken():
+            yield 1
+            raise RuntimeError("the teardown broke")
+        """
+    )
+    pytester.makepyfile(
+        test_a="def test_first(broken):\n    pass\n",
+        test_b="def test_last(broken):\n    pass\n",
+    )
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*ERROR at teardown of test_last*", "*RuntimeError: the teardown broke*"]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_set_up_error_fails_every_test_that_uses_it(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = broken\n")
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def broken():
+            raise RuntimeError("the set-up broke")
+        """
+    )
+    pytester.makepyfile(
+        test_a="def test_a(broken):\n    pass\n\ndef test_free():\n    pass\n",
+        test_b="def test_b(broken):\n    pass\n",
+    )
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=1, errors=2)
+    assert result.stdout.str().count("RuntimeError: the set-up broke") >= 2
+
+
+def test_a_fixture_that_starts_a_thread_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = server\n")
+    pytester.makeconftest(
+        """
+        import threading
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def server():
+            stop = threading.Event()
+            thread = threading.Thread(target=stop.wait, name="serving", daemon=True)
+            thread.start()
+            yield "http://localhost"
+            stop.set()
+            with open("torn-down.txt", "w") as out:
+                out.write("yes")
+        """
+    )
+    pytester.makepyfile(test_a="def test_a(server):\n    pass\n")
+    result = run_file_mode(pytester, "fork")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(
+        ["*isolation: the set-up of the shared fixtures 'server' started the thread serving*"]
+    )
+    assert (pytester.path / "torn-down.txt").read_text() == "yes"
+    result.stdout.fnmatch_lines(["*no tests ran in*"])
+
+
+def test_a_value_a_fork_cannot_carry_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = pair\n")
+    pytester.makeconftest(
+        """
+        import socket
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def pair():
+            left, right = socket.socketpair()
+            yield {"left": left}
+            left.close()
+            right.close()
+        """
+    )
+    pytester.makepyfile(test_a="def test_a(pair):\n    pass\n")
+    result = run_file_mode(pytester, "fork")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*the shared fixture 'pair' gives a socket (a forked child*"])
+
+
+def test_an_open_socket_is_refused_unless_the_project_renews_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = hidden\n")
+    conftest = """
+        import socket
+        import pytest
+
+        SOCKETS = []
+
+        @pytest.fixture(scope="session")
+        def hidden():
+            SOCKETS.extend(socket.socketpair())
+            return "connected"
+    """
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(test_a="def test_a(hidden):\n    assert hidden == 'connected'\n")
+    result = run_file_mode(pytester, "fork")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*left 2 socket(s) open, which every forked child would share*"])
+    pytester.makeconftest(
+        conftest
+        + """
+        def pytest_isolation_child_started(config, shared):
+            SOCKETS[:] = socket.socketpair()
+        """
+    )
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("conftest", "message"),
+    [
+        ("", "isolation_shared_fixtures: no test file sees a fixture named 'data'"),
+        (
+            "import pytest\n@pytest.fixture\ndef data():\n    return 1\n",
+            "isolation_shared_fixtures: 'data' is function-scoped (.: data); only a "
+            "session-scoped fixture*",
+        ),
+    ],
+)
+def test_a_name_that_cannot_be_shared_is_a_usage_error(
+    pytester: pytest.Pytester, conftest: str, message: str
+) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = data\n")
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = run_file_mode(pytester, "fork")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([f"*isolation: {message}*"])
+
+
+def test_each_directory_shares_its_own_definition(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = data\n")
+    pytester.makeconftest(
+        "import pytest\n@pytest.fixture(scope='session')\ndef data():\n    return 'root'\n"
+    )
+    sub = pytester.mkdir("sub")
+    (sub / "conftest.py").write_text(
+        "import pytest\n@pytest.fixture(scope='session')\ndef data():\n    return 'sub'\n"
+    )
+    (sub / "test_sub.py").write_text("def test_sub(data):\n    assert data == 'sub'\n")
+    pytester.makepyfile(test_root="def test_root(data):\n    assert data == 'root'\n")
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2)
+
+
+def test_shared_fixtures_reach_a_group_and_the_files_run_together(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini(
+        "[pytest]\nisolation_shared_fixtures = data\nisolation_paths =\n    test_a.py: off\n"
+        "    test_b.py: off\n    test_c.py: group=g\n"
+    )
+    pytester.makeconftest(RECORDING)
+    _three_files(pytester)
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=3)
+    kinds = [kind for kind, _ in _events(pytester)]
+    assert kinds == ["setup", "child", "child", "teardown"]
+
+
+def test_the_private_pytest_details_shared_fixtures_rely_on(pytester: pytest.Pytester) -> None:
+    """``filemode/shared.py`` reads pytest's set-up stack, a test's request
+    and its fixture definitions; this fails loudly when pytest changes them."""
+    item = pytester.getitem(
+        "import pytest\n@pytest.fixture(scope='session')\ndef data():\n"
+        "    return 1\n\ndef test_func(data):\n    pass\n"
+    )
+    assert isinstance(item, pytest.Function)
+    stack = item.session._setupstate.stack
+    assert isinstance(stack, dict)
+    assert isinstance(item._request, pytest.FixtureRequest)
+    (definition,) = item._fixtureinfo.name2fixturedefs["data"]
+    assert definition.scope == "session"
