@@ -1,6 +1,7 @@
-"""A pytest-django project for the shared-fixture benchmark and tests: a
-Django app with models and migrations, and test files whose tests use the
-database (``pytest.mark.django_db``).
+"""A pytest-django project for the shared-fixture benchmark and tests: the
+apps of ``django-admin startproject`` and one of its own with models and a
+migration, and test files whose tests use the database
+(``pytest.mark.django_db``).
 
 ``python benchmarks/django_suite.py`` times, side by side in one run, the
 plain run, file mode with the test database created in each file's process,
@@ -28,7 +29,16 @@ from pathlib import Path
 
 BASE = Path(__file__).resolve().parent.parent
 SECRET_KEY = "not secret"
-INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "shop"]
+# The apps of ``django-admin startproject``, and the project's own.
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "shop",
+]
 DATABASES = {{
     "default": {{"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE / "db.sqlite3")}}
 }}

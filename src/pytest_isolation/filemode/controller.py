@@ -662,7 +662,8 @@ class FileModeController:
         held, self.shared_fixtures = self.shared_fixtures, None
         if held is None:
             return
-        call = pytest.CallInfo.from_call(held.tear_down, when="teardown")
+        with shared.captured(self.config):
+            call = pytest.CallInfo.from_call(held.tear_down, when="teardown")
         if call.excinfo is None:
             return
         report = pytest.TestReport.from_item_and_call(item, call)
@@ -793,8 +794,12 @@ def _pass_through(text: str) -> int:
 
 
 def _write_line(config: pytest.Config, line: str) -> None:
+    """A line of its own (``--setup-show`` leaves its last line open)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        writer = config.get_terminal_writer()
+        if writer.width_of_current_line:
+            writer.line()
         reporter.write_line(line)
 
 

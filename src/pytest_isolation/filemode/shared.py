@@ -79,7 +79,8 @@ def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: l
     threads, sockets = set(threading.enumerate()), _sockets()
     shared = Shared({}, [])
     try:
-        seen = _set_up_each(_setup_state(session), files, wanted, shared)
+        with captured(session.config):
+            seen = _set_up_each(_setup_state(session), files, wanted, shared)
         missing = [name for name in wanted if name not in seen]
         if missing:
             raise pytest.UsageError(
@@ -93,6 +94,26 @@ def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: l
     values = shared.values
     session.config.stash[SHARED_VALUES] = values
     return shared
+
+
+@contextlib.contextmanager
+def captured(config: pytest.Config) -> Iterator[None]:
+    """Capture as pytest does around a test's set-up and teardown (where a
+    session fixture runs in a plain run); what was written is shown after."""
+    capman: Any = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None or not capman.is_globally_capturing():
+        yield
+        return
+    capman.resume_global_capture()
+    try:
+        yield
+    finally:
+        capman.suspend_global_capture()
+        out, err = capman.read_global_capture()
+        for text, stream in ((out, sys.stdout), (err, sys.stderr)):
+            if text:
+                stream.write(text)
+                stream.flush()
 
 
 def _set_up_each(

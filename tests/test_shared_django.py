@@ -1,0 +1,90 @@
+"""pytest-django with file mode: ``django_db_setup`` shared creates the test
+database once for every child, and each child uses its own connection
+(the real plugin, on the project of ``benchmarks/django_suite.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from conftest import run_file_mode
+
+pytest.importorskip("pytest_django")
+
+SHARED = ("-p", "django", "-o", "isolation_shared_fixtures=django_db_setup", "--setup-show")
+
+#: A transactional test commits; the other file's child must not see the row.
+COMMITS = """
+import pytest
+from shop.models import Item0
+
+@pytest.mark.django_db(transaction=True)
+def test_commits():
+    Item0.objects.create(name="committed")
+    assert Item0.objects.count() == 1
+"""
+
+SEES_NONE = """
+import pytest
+from shop.models import Item0
+
+@pytest.mark.django_db
+def test_sees_none():
+    assert Item0.objects.count() == 0
+"""
+
+
+def _suite() -> ModuleType:
+    path = Path(__file__).parents[1] / "benchmarks" / "django_suite.py"
+    spec = importlib.util.spec_from_file_location("django_suite", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("django_suite", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(params=["memory", "file"])
+def project(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Path:
+    """The project with its test database in memory (Django's default for
+    SQLite) or in a file (``TEST.NAME``)."""
+    root = _suite().make_project(pytester.path, files=3, models=2)
+    (root / "tests" / "test_commits.py").write_text(COMMITS)
+    (root / "tests" / "test_sees_none.py").write_text(SEES_NONE)
+    if request.param == "file":
+        settings = root / "proj" / "settings.py"
+        text = settings.read_text().replace(
+            '"NAME": str(BASE / "db.sqlite3")',
+            '"NAME": str(BASE / "db.sqlite3"), "TEST": {"NAME": str(BASE / "test.sqlite3")}',
+        )
+        settings.write_text(text)
+    return root
+
+
+def test_the_test_database_is_created_once_for_every_child(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    result = run_file_mode(pytester, "fork", *SHARED)
+    result.assert_outcomes(passed=20)
+    output = result.stdout.str()
+    assert output.count("SETUP    S django_db_setup") == 1
+    result.stdout.fnmatch_lines(
+        ["isolation: shared fixtures set up once for every child, in *: django_db_setup"]
+    )
+
+
+def test_without_sharing_each_child_creates_it(pytester: pytest.Pytester, project: Path) -> None:
+    result = run_file_mode(pytester, "fork", "-p", "django", "--setup-show")
+    result.assert_outcomes(passed=20)
+    assert result.stdout.str().count("SETUP    S django_db_setup") == 5
+
+
+def test_spawned_children_create_it_each(pytester: pytest.Pytester, project: Path) -> None:
+    result = run_file_mode(pytester, "spawn", *SHARED)
+    result.assert_outcomes(passed=20)
+    assert result.stdout.str().count("SETUP    S django_db_setup") == 5
