@@ -143,10 +143,13 @@ MODES = {
 }
 
 
-def run(root: Path, mode: str, junit: Path) -> float:
-    """One run of the project; its wall time."""
+def run(root: Path, mode: str, junit: Path, before: Path | None = None) -> float:
+    """One run of the project; its wall time.  ``file, before``: file mode
+    with the plugin's source at ``before`` (first on ``PYTHONPATH``)."""
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("PYTEST_ADDOPTS", None)
+    if mode == BEFORE:
+        env["PYTHONPATH"] = str(before)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "django", *MODES[mode]]
     command.append(f"--junitxml={junit}")
     started = time.perf_counter()
@@ -155,6 +158,10 @@ def run(root: Path, mode: str, junit: Path) -> float:
     if done.returncode != 0:
         raise SystemExit(f"{mode}: exit {done.returncode}\n{done.stdout[-3000:]}{done.stderr}")
     return seconds
+
+
+#: File mode of an earlier version of the plugin (``--before``).
+BEFORE = "file, before"
 
 
 def outcomes(junit: Path) -> dict[str, str]:
@@ -171,15 +178,22 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=30)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="the src directory of an earlier version of the plugin: also time its file mode",
+    )
     args = parser.parse_args()
+    modes = [*MODES, BEFORE] if args.before else list(MODES)
+    MODES[BEFORE] = MODES["file"]
     with tempfile.TemporaryDirectory() as directory:
         root = make_project(Path(directory) / "project", files=args.files)
-        times: dict[str, list[float]] = {mode: [] for mode in MODES}
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
         seen: dict[str, dict[str, str]] = {}
         for _ in range(args.runs):  # interleaved: the machine's noise hits every mode alike
-            for mode in MODES:
+            for mode in modes:
                 junit = Path(directory) / f"{mode}.xml"
-                times[mode].append(run(root, mode, junit))
+                times[mode].append(run(root, mode, junit, args.before))
                 seen[mode] = outcomes(junit)
         medians = {mode: statistics.median(found) for mode, found in times.items()}
         ratios = {
@@ -189,14 +203,20 @@ def main() -> None:
         same = all(found == seen["plain"] for found in seen.values())
         tests = len(seen["plain"])
         print(f"{args.files} files, {tests} tests, {args.runs} interleaved runs each")
-        for mode in MODES:
+        for mode in modes:
             print(f"  {mode:12} median {medians[mode]:6.2f} s   x plain {ratios[mode]:.2f}")
-        speedup = statistics.median(
-            f / s for f, s in zip(times["file"], times["file-shared"], strict=True)
-        )
-        print(f"  file / file-shared: {speedup:.2f}x; per-test outcomes identical: {same}")
+        speedups = {
+            mode: statistics.median(
+                f / s for f, s in zip(times[mode], times["file-shared"], strict=True)
+            )
+            for mode in modes
+            if mode.startswith("file") and mode != "file-shared"
+        }
+        for mode, speedup in speedups.items():
+            print(f"  {mode} / file-shared: {speedup:.2f}x")
+        print(f"  per-test outcomes identical in every mode: {same}")
         if args.json:
-            report = {"times": times, "ratios": ratios, "speedup": speedup, "same": same}
+            report = {"times": times, "ratios": ratios, "speedups": speedups, "same": same}
             args.json.write_text(json.dumps(report, indent=2))
 
 

@@ -64,6 +64,14 @@ MODES: dict[str, tuple[str, ...]] = {
         "--isolation-start=fork",
         "--isolation-preload=off",
     ),
+    # File mode with pytest-django's test database created once for every child
+    # (not run by default; Django projects only).
+    "fork-shared-db": (
+        "--isolation-mode=file",
+        "--isolation-start=fork",
+        "-o",
+        "isolation_shared_fixtures=django_db_setup",
+    ),
 }
 #: The modes run without --modes.
 DEFAULT_MODES = ("plain", "fork", "spawn", "guard")
