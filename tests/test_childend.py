@@ -137,6 +137,31 @@ def test_a_child_s_unconfigure_runs_while_the_next_file_does_and_counts(
     )
 
 
+def test_a_child_whose_unconfigure_hangs_is_ended_after_the_timeout(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+        import time
+
+        def pytest_unconfigure(config):
+            if config.pluginmanager.has_plugin("isolation-child"):
+                time.sleep(60)
+        """
+    )
+    pytester.makepyfile(test_a="def test_a(): pass\n")
+    result = run_file_mode(pytester, "fork", "--isolation-timeout=2", "--isolation-kill-grace=1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: the process of test_a.py did not end within 2 s after its last test "
+            "(its plugins' unconfigure); its process tree was ended"
+        ]
+    )
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    assert result.duration < 30
+
+
 def test_a_plugin_that_fails_the_session_at_its_end_fails_the_run(
     pytester: pytest.Pytester, start: str
 ) -> None:

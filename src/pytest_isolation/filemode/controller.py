@@ -50,6 +50,7 @@ from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Launch
 from pytest_isolation.filemode.launch import Warm
+from pytest_isolation.filemode.launch import alive
 from pytest_isolation.filemode.launch import describe_exit
 from pytest_isolation.filemode.launch import end_at_once
 from pytest_isolation.filemode.launch import end_tree
@@ -585,12 +586,30 @@ class FileModeController:
             if not wait and (child.waiter is not None or not child.poll()):
                 running.append(exited)
                 continue
-            code = child.wait()
+            code = self._ended(child, exited.nodeid)
             _pass_through(child.stderr_text()[exited.seen :])
             child.stderr.close()
             if code and not self.status:
+                code = code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR)
                 self.status, self.status_from = code, exited.nodeid
         self.exited = running
+
+    def _ended(self, child: Child, nodeid: str) -> int:
+        """Wait for a finished child to end; with ``--isolation-timeout``, for
+        at most that long (its unconfigure hangs): then end its tree."""
+        timeout = self.settings.timeout
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            while alive(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if alive(child.pid):
+                _write_line(
+                    self.config,
+                    f"isolation: the process of {nodeid} did not end within {timeout:g} s "
+                    "after its last test (its plugins' unconfigure); its process tree was ended",
+                )
+                end_tree(child, self.settings.kill_grace)
+        return child.wait()
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)

@@ -628,7 +628,8 @@ def _tree(root: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             return stat.read().rpartition(b")")[2].split()[0] != b"Z"
@@ -680,9 +681,9 @@ def end_tree(child: Child, grace: float) -> None:
     _signal_all(tree, signal.SIGTERM)
     _signal_all(tree, signal.SIGCONT)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(pid) for pid in tree):
+    while time.monotonic() < deadline and any(alive(pid) for pid in tree):
         time.sleep(0.05)
     for pid in list(tree):
         tree |= _tree(pid)
     child.kill()
-    _signal_all({pid for pid in tree if _alive(pid)}, signal.SIGKILL)
+    _signal_all({pid for pid in tree if alive(pid)}, signal.SIGKILL)
