@@ -17,6 +17,9 @@ INI = "isolation_shared_fixtures"
 DECORATED: set[str] = set()
 #: In a file-mode child: the shared fixtures' values it inherited, by name.
 SHARED_VALUES = pytest.StashKey[dict[str, object]]()
+#: The fixture definitions the parent set up for the shared fixtures (theirs
+#: and their dependencies'): a child must never tear them down.
+SHARED_DEFINITIONS = pytest.StashKey[list[object]]()
 
 F = TypeVar("F", bound=Callable[..., Any])
 

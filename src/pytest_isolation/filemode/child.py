@@ -34,6 +34,7 @@ from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
@@ -91,6 +92,7 @@ class ChildPlugin:
         self.config.stash[SHARED_CHILD] = bool(spec.more)
         self._send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
         leave_inherited_connections()
+        keep_shared_fixtures(self.config)
         shared = self.config.stash.get(SHARED_VALUES, {})
         self.config.hook.pytest_isolation_child_started(config=self.config, shared=shared)
 
@@ -430,6 +432,20 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def keep_shared_fixtures(config: pytest.Config) -> None:
+    """The parent alone tears the shared fixtures down.  pytest before 8.2
+    registers a fixture's teardown again each time a test asks for its
+    cached value, so a child would tear them down at its session's end: in
+    a child, their ``finish`` does nothing (``tests/test_shared.py`` runs
+    on pytest 8.0)."""
+    for definition in config.stash.get(SHARED_DEFINITIONS, []):
+        setattr(definition, "finish", _kept)  # noqa: B010 - an instance's method
+
+
+def _kept(request: object) -> None:
+    """The teardown of a shared fixture in a child: the parent's."""
 
 
 #: Inherited database connections a child leaves unused: closing one would end

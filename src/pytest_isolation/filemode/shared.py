@@ -33,6 +33,7 @@ if sys.version_info >= (3, 11):
     _Group = BaseExceptionGroup  # noqa: F821 - a builtin since 3.11
 else:  # pytest's own dependency before 3.11
     from exceptiongroup import BaseExceptionGroup as _Group
+from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
 
 #: How a fixture's set-up can fail; pytest keeps the failure as its value.
@@ -93,6 +94,7 @@ def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: l
         raise
     values = shared.values
     session.config.stash[SHARED_VALUES] = values
+    session.config.stash[SHARED_DEFINITIONS] = _definitions(shared.finalizers)
     return shared
 
 
@@ -163,6 +165,18 @@ def _as_the_tests_would(stand_in: pytest.Function) -> Iterator[None]:
         yield
     finally:
         session.items = items
+
+
+def _definitions(finalizers: list[Callable[[], object]]) -> list[object]:
+    """The fixture definitions whose teardown the finalizers are (pytest
+    registers ``functools.partial(definition.finish, request=...)``)."""
+    found = []
+    for finalizer in finalizers:
+        method = getattr(finalizer, "func", None)
+        owner = getattr(method, "__self__", None)
+        if owner is not None and getattr(method, "__name__", "") == "finish":
+            found.append(owner)
+    return found
 
 
 def _one_per_directory(files: Sequence[pytest.Collector]) -> list[pytest.Collector]:
