@@ -313,16 +313,26 @@ def test_isolation_paths_opt_files_in_from_a_plain_run(pytester: pytest.Pytester
     ]
 
 
-def test_a_late_opt_in_in_a_plain_run_is_refused(pytester: pytest.Pytester) -> None:
+def test_a_late_opt_in_in_a_plain_run_is_said(pytester: pytest.Pytester) -> None:
+    """A marker (or a conftest collected late) cannot turn file mode on: the
+    run stays plain, and says so."""
     _file(pytester, "test_a", "import pytest\npytestmark = pytest.mark.isolation(group='db')")
+    _file(pytester, "test_b", "import pytest\npytestmark = pytest.mark.isolation(mode='file')")
+    _file(pytester, "test_c")
     result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
         [
-            "ERROR: *test_a.py: pytestmark puts files in a process of their own (group=db), "
-            "but this run is not in file mode*"
+            "isolation: *test_a.py: pytestmark asks for a process of its own (group=db) (and 1 "
+            "more), but this run is not in file mode, which starts before the files are "
+            "collected: every file runs in this process; *"
         ]
     )
+    assert len(set(_pids(pytester).values())) == 1
+    quiet = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-mode=off", timeout=TIMEOUT
+    )
+    assert "asks for a process" not in quiet.stdout.str()
 
 
 @pytest.mark.parametrize(

@@ -88,3 +88,53 @@ def test_spawned_children_create_it_each(pytester: pytest.Pytester, project: Pat
     result = run_file_mode(pytester, "spawn", *SHARED)
     result.assert_outcomes(passed=20)
     assert result.stdout.str().count("SETUP    S django_db_setup") == 5
+
+
+DEFINES_A_MODEL = """
+import pytest
+from django.db import models
+
+class Note(models.Model):
+    text = models.CharField(max_length=10)
+
+    class Meta:
+        app_label = "shop"
+
+@pytest.mark.django_db
+def test_note():
+    assert Note.objects.count() == 0
+"""
+
+
+def test_a_test_file_that_defines_a_model_is_refused_at_start(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """A plain run imports every test file before it creates the test
+    database, so a model defined in one gets a table; a shared database is
+    made before any is imported."""
+    (project / "tests" / "test_note.py").write_text(DEFINES_A_MODEL)
+    result = run_file_mode(pytester, "fork", *SHARED)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(
+        [
+            "*isolation: */tests/test_note.py:5 (Note) defines a Django model, and the shared "
+            "django_db_setup creates the test database before any test file is imported*"
+        ]
+    )
+
+
+def test_a_model_the_parent_cannot_see_fails_its_file(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    hidden = DEFINES_A_MODEL.replace(
+        "class Note(models.Model):", "Base = models.Model\n\nclass Note(Base):"
+    )
+    (project / "tests" / "test_note.py").write_text(hidden)
+    result = run_file_mode(pytester, "fork", *SHARED)
+    result.assert_outcomes(passed=20, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*isolation: */tests/test_note.py defines Django models, and the test database of the "
+            "shared fixtures was made before any test file was imported*"
+        ]
+    )

@@ -258,15 +258,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class LateOptIn:
-    """A plain run's check that no test module or late conftest asks for
+    """A plain run says when a test module or a late conftest asks for
     processes of their own, which only file mode gives."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.asked: list[placement.Placement] = []
 
     @pytest.hookimpl(trylast=True)  # the items as the run has them
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        placement.refuse_late(self.config, items)
+        self.asked = placement.asked_late(self.config, items)
+
+    def pytest_report_collectionfinish(self) -> list[str]:
+        return [placement.late_line(self.asked)] if self.asked else []
 
 
 def _register_run_records(config: pytest.Config, mode: str) -> None:

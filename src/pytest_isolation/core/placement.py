@@ -336,10 +336,10 @@ def _conftest_of(plugin: object) -> Placement | None:
     return conftest_placement(plugin)
 
 
-def refuse_late(config: pytest.Config, items: Iterable[pytest.Item]) -> None:
-    """In a plain run: a test module's marker or a conftest collected late
-    that asks for processes of their own comes too late (file mode starts
-    before collection): a usage error, never a silent plain run."""
+def asked_late(config: pytest.Config, items: Iterable[pytest.Item]) -> list[Placement]:
+    """In a plain run: the test modules' markers and the conftests collected
+    late that ask for processes of their own, which only file mode gives (it
+    starts before the files are collected)."""
     found = [_conftest_of(plugin) for plugin in config.pluginmanager.get_plugins()]
     seen = set()
     for item in items:
@@ -347,14 +347,19 @@ def refuse_late(config: pytest.Config, items: Iterable[pytest.Item]) -> None:
         if isinstance(module, types.ModuleType) and id(module) not in seen:
             seen.add(id(module))
             found.append(marker_of_module(module, str(item.path)))
-    for asked in found:
-        if asked is not None and asked.how != TOGETHER:
-            raise pytest.UsageError(
-                f"{asked.source} puts files in a process of their own ({asked.spelled()}), but "
-                "this run is not in file mode, which starts before the files are collected; "
-                "set isolation_mode = file (or --isolation-mode=file), or name the files in "
-                "the ini key isolation_paths (e.g. 'tests/db/**: group=db')"
-            )
+    return [asked for asked in found if asked is not None and asked.how != TOGETHER]
+
+
+def late_line(asked: list[Placement]) -> str:
+    """The header line that says a plain run did not give them their processes."""
+    first = asked[0]
+    more = f" (and {len(asked) - 1} more)" if len(asked) > 1 else ""
+    return (
+        f"isolation: {first.source} asks for a process of its own ({first.spelled()}){more}, "
+        "but this run is not in file mode, which starts before the files are collected: "
+        "every file runs in this process; set isolation_mode = file or "
+        "PYTEST_ISOLATION_MODE=file, or name the files in isolation_paths"
+    )
 
 
 class Placements:

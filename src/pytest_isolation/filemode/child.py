@@ -139,10 +139,21 @@ class ChildPlugin:
     def pytest_make_collect_report(
         self, collector: pytest.Collector
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-        """A module whose placement differs once imported fails to collect."""
+        """A module whose placement differs once imported fails to collect, and
+        so does one that defines database models the shared test database
+        was made without."""
+        database = "django_db_setup" in self.config.stash.get(SHARED_VALUES, {})
+        models = _django_models() if database else None
         report = yield
         if isinstance(collector, pytest.Module) and report.passed:
             why = placement.imported_differently(collector.path, collector.obj)
+            if why is None and models is not None and _django_models() > models:
+                why = (
+                    f"{collector.path} defines Django models, and the test database of the "
+                    "shared fixtures was made before any test file was imported, without "
+                    "tables for them; move the models into an app's models.py, or leave "
+                    "django_db_setup out of isolation_shared_fixtures"
+                )
             if why is not None:
                 nodeid = collector.nodeid
                 return pytest.CollectReport(nodeid, "failed", f"isolation: {why}", [])
@@ -432,6 +443,15 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _django_models() -> int:
+    """How many models Django knows (0 without Django)."""
+    registry = sys.modules.get("django.apps")
+    try:
+        return len(registry.apps.get_models(include_auto_created=True)) if registry else 0
+    except Exception:  # the registry is not ready: no database either
+        return 0
 
 
 def keep_shared_fixtures(config: pytest.Config) -> None:

@@ -658,6 +658,7 @@ class FileModeController:
             return
         started = time.monotonic()
         try:
+            shared.refuse_test_models(self.config, [file.path for file in files], wanted)
             self.shared_fixtures = shared.set_up(self.config.stash[_SESSION], files, wanted)
         except shared.Refused as refusal:
             pytest.exit(

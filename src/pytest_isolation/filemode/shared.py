@@ -12,6 +12,7 @@ pytest-django are closed here and never used by a child, which opens its own.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import os
@@ -23,6 +24,7 @@ import threading
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -165,6 +167,50 @@ def _as_the_tests_would(stand_in: pytest.Function) -> Iterator[None]:
         yield
     finally:
         session.items = items
+
+
+def django_models_in(path: Path) -> str | None:
+    """``path:line (Name)`` of the first Django model a test file defines at
+    its top level (``class Name(models.Model)``, ``class Name(Model)``)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"Model" not in data:
+        return None
+    try:
+        tree = ast.parse(data, str(path))
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(map(_is_model_base, node.bases)):
+            return f"{path}:{node.lineno} ({node.name})"
+    return None
+
+
+def _is_model_base(base: ast.expr) -> bool:
+    if isinstance(base, ast.Attribute):
+        return (
+            base.attr == "Model" and isinstance(base.value, ast.Name) and base.value.id == "models"
+        )
+    return isinstance(base, ast.Name) and base.id == "Model"
+
+
+def refuse_test_models(config: pytest.Config, paths: Sequence[Path], wanted: list[str]) -> None:
+    """pytest-django creates the test database's tables for the models known
+    when ``django_db_setup`` runs; in a plain run every test file has been
+    imported by then, here none has: a test file that defines a model would
+    find no table for it."""
+    if "django_db_setup" not in wanted or not config.pluginmanager.has_plugin("django"):
+        return
+    for path in paths:
+        found = django_models_in(path)
+        if found is not None:
+            raise Refused(
+                f"{found} defines a Django model, and the shared django_db_setup creates the "
+                "test database before any test file is imported, so it would have no table "
+                "for it; move the model into an app's models.py, or leave django_db_setup out"
+            )
 
 
 def _definitions(finalizers: list[Callable[[], object]]) -> list[object]:
