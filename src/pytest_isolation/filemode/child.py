@@ -34,12 +34,12 @@ from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
-from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import childend
+from pytest_isolation.filemode import inherited
 from pytest_isolation.filemode import junit
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
@@ -91,8 +91,8 @@ class ChildPlugin:
         self.config.option.maxfail = spec.maxfail
         self.config.stash[SHARED_CHILD] = bool(spec.more)
         self._send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
-        leave_inherited_connections()
-        keep_shared_fixtures(self.config)
+        inherited.leave_connections()
+        inherited.keep_shared_fixtures(self.config)
         shared = self.config.stash.get(SHARED_VALUES, {})
         self.config.hook.pytest_isolation_child_started(config=self.config, shared=shared)
 
@@ -143,11 +143,11 @@ class ChildPlugin:
         so does one that defines database models the shared test database
         was made without."""
         database = "django_db_setup" in self.config.stash.get(SHARED_VALUES, {})
-        models = _django_models() if database else None
+        models = inherited.django_models() if database else None
         report = yield
         if isinstance(collector, pytest.Module) and report.passed:
             why = placement.imported_differently(collector.path, collector.obj)
-            if why is None and models is not None and _django_models() > models:
+            if why is None and models is not None and inherited.django_models() > models:
                 why = (
                     f"{collector.path} defines Django models, and the test database of the "
                     "shared fixtures was made before any test file was imported, without "
@@ -443,52 +443,6 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def _django_models() -> int:
-    """How many models Django knows (0 without Django)."""
-    registry = sys.modules.get("django.apps")
-    try:
-        return len(registry.apps.get_models(include_auto_created=True)) if registry else 0
-    except Exception:  # the registry is not ready: no database either
-        return 0
-
-
-def keep_shared_fixtures(config: pytest.Config) -> None:
-    """The parent alone tears the shared fixtures down.  pytest before 8.2
-    registers a fixture's teardown again each time a test asks for its
-    cached value, so a child would tear them down at its session's end: in
-    a child, their ``finish`` does nothing (``tests/test_shared.py`` runs
-    on pytest 8.0)."""
-    for definition in config.stash.get(SHARED_DEFINITIONS, []):
-        setattr(definition, "finish", _kept)  # noqa: B010 - an instance's method
-
-
-def _kept(request: object) -> None:
-    """The teardown of a shared fixture in a child: the parent's."""
-
-
-#: Inherited database connections a child leaves unused: closing one would end
-#: the parent's session on the database server (PostgreSQL's client sends
-#: Terminate); kept referenced, so that no garbage collection closes them.
-_ABANDONED: list[object] = []
-
-
-def leave_inherited_connections() -> None:
-    """pytest-django (any Django project): a child opens its own database
-    connections; an in-memory SQLite database is the child's own copy."""
-    database = sys.modules.get("django.db")
-    if database is None:
-        return
-    try:
-        wrappers = database.connections.all(initialized_only=True)
-    except TypeError:  # Django before 4.1
-        wrappers = database.connections.all()
-    for wrapper in wrappers:
-        in_memory = getattr(wrapper, "is_in_memory_db", None)
-        if wrapper.connection is not None and not (in_memory is not None and in_memory()):
-            _ABANDONED.append(wrapper.connection)
-            wrapper.connection = None
 
 
 def prepare_forked(session: pytest.Session) -> ChildPlugin:

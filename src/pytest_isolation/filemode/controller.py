@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Generator
@@ -21,7 +20,6 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import START_METHOD
-from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.placement import ALONE
 from pytest_isolation.core.placement import TOGETHER
 from pytest_isolation.core.placement import Placement
@@ -30,7 +28,6 @@ from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
-from pytest_isolation.core.shared import names as shared_names
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import conftests
@@ -50,7 +47,6 @@ from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Launch
 from pytest_isolation.filemode.launch import Warm
-from pytest_isolation.filemode.launch import alive
 from pytest_isolation.filemode.launch import describe_exit
 from pytest_isolation.filemode.launch import end_at_once
 from pytest_isolation.filemode.launch import end_tree
@@ -67,7 +63,10 @@ from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
 from pytest_isolation.filemode.nodes import IsolatedFileItem
 from pytest_isolation.filemode.nodes import gather_shared
+from pytest_isolation.filemode.nodes import placements_line
 from pytest_isolation.filemode.nodes import process_of
+from pytest_isolation.filemode.reaping import Finishing
+from pytest_isolation.filemode.reaping import pass_through
 from pytest_isolation.filemode.relay import FileRelay
 from pytest_isolation.filemode.servers import PRELOAD_SECONDS
 from pytest_isolation.filemode.servers import Servers
@@ -147,8 +146,8 @@ class FileModeController:
         self.zygote: ForkServer | None = None
         #: Index of each placeholder in session.items, for children forked ahead.
         self.positions: dict[pytest.Item, int] = {}
-        #: Children that finished and still need reaping.
-        self.exited: list[Exited] = []
+        #: Children that finished and still run their unconfigure, until reaped.
+        self.finishing = Finishing(config, settings.timeout, settings.kill_grace)
         self.basetemp: Path | None = None
         self.spawned = 0
         #: The environment the run started with: every file's child starts from it
@@ -230,7 +229,7 @@ class FileModeController:
         if self.config.option.collectonly or self.config.option.verbose < 0:
             return None
         files = [process_of(item) for item in items if isinstance(item, IsolatedFileItem)]
-        lines = [_placements_line(files)]
+        lines = [placements_line(files)]
         for path in conftests.with_item_hook(self.config):
             where = os.path.relpath(path, self.config.invocation_params.dir)
             lines.append(
@@ -434,10 +433,10 @@ class FileModeController:
                 pytest.exit(end.exit_reason, end.exit_code)
             crash.interrupt_at(end.where)
         if end.finished:  # its plugins' unconfigure runs while the next file does
-            seen = _pass_through(child.stderr_text())
+            seen = pass_through(child.stderr_text())
             child.stream.close()
             relay.process_ended(0)
-            self.exited.append(Exited(child, str(relay.file.nodeid), seen))
+            self.finishing.add(child, str(relay.file.nodeid), seen)
             return None
         returncode = child.wait()
         relay.process_ended(returncode)
@@ -578,38 +577,10 @@ class FileModeController:
             self.zygote = None
 
     def _reap(self, wait: bool) -> None:
-        """The children that finished and have ended (all, with ``wait``): what
-        they wrote to stderr after finishing, and a failed unconfigure."""
-        running = []
-        for exited in self.exited:
-            child = exited.child
-            if not wait and (child.waiter is not None or not child.poll()):
-                running.append(exited)
-                continue
-            code = self._ended(child, exited.nodeid)
-            _pass_through(child.stderr_text()[exited.seen :])
-            child.stderr.close()
-            if code and not self.status:
-                code = code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR)
-                self.status, self.status_from = code, exited.nodeid
-        self.exited = running
-
-    def _ended(self, child: Child, nodeid: str) -> int:
-        """Wait for a finished child to end; with ``--isolation-timeout``, for
-        at most that long (its unconfigure hangs): then end its tree."""
-        timeout = self.settings.timeout
-        if timeout is not None:
-            deadline = time.monotonic() + timeout
-            while alive(child.pid) and time.monotonic() < deadline:
-                time.sleep(0.005)
-            if alive(child.pid):
-                _write_line(
-                    self.config,
-                    f"isolation: the process of {nodeid} did not end within {timeout:g} s "
-                    "after its last test (its plugins' unconfigure); its process tree was ended",
-                )
-                end_tree(child, self.settings.kill_grace)
-        return child.wait()
+        """The finished children that have ended (all, with ``wait``)."""
+        failed = self.finishing.reap(wait)
+        if failed is not None and not self.status:
+            self.status, self.status_from = failed
 
     def _selectors(self, path: Path) -> tuple[tuple[str, ...], ...] | None:
         return None if self.node_args is None else self.node_args.selectors_for(path)
@@ -645,52 +616,16 @@ class FileModeController:
 
     def _share_fixtures(self, files: list[pytest.Collector]) -> None:
         """Set up the shared fixtures here, before the fork server (fork only)."""
-        wanted = shared_names(self.config)
-        if not wanted:
-            return
-        listed = ", ".join(wanted)
-        if self.method != "fork":
-            _write_line(
-                self.config,
-                f"isolation: the shared fixtures ({listed}) are set up in each child: children "
-                f"of the start method {self.method} do not inherit them",
-            )
-            return
-        started = time.monotonic()
-        try:
-            shared.refuse_test_models(self.config, [file.path for file in files], wanted)
-            self.shared_fixtures = shared.set_up(self.config.stash[_SESSION], files, wanted)
-        except shared.Refused as refusal:
-            pytest.exit(
-                f"isolation: {refusal}; leave it out of isolation_shared_fixtures (or the "
-                "shared_fixture decorator), or start it in each child: in a function-scoped "
-                "fixture, or in a pytest_isolation_child_started hook",
-                returncode=pytest.ExitCode.USAGE_ERROR,
-            )
-        except pytest.UsageError as error:
-            pytest.exit(f"isolation: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
-        seconds = time.monotonic() - started
-        _write_line(
-            self.config,
-            f"isolation: shared fixtures set up once for every child, in {seconds:.2f} s: "
-            f"{', '.join(self.shared_fixtures.values)}",
-        )
+        session = self.config.stash[_SESSION]
+        lines, self.shared_fixtures = shared.share(session, files, self.method)
+        for line in lines:
+            _write_line(self.config, line)
 
     def _tear_down_shared(self, item: pytest.Item) -> None:
-        """Tear down the shared fixtures once, after the last file; a failure
-        is an error at the teardown of the last test, as in a plain run."""
+        """Tear down the shared fixtures once, after the last file."""
         held, self.shared_fixtures = self.shared_fixtures, None
-        if held is None:
-            return
-        with shared.captured(self.config):
-            call = pytest.CallInfo.from_call(held.tear_down, when="teardown")
-        if call.excinfo is None:
-            return
-        report = pytest.TestReport.from_item_and_call(item, call)
-        if self.last_test:
-            report.nodeid = self.last_test
-            report.location = (report.location[0], None, name_of(self.last_test))
-        item.ihook.pytest_runtest_logreport(report=report)
+        if held is not None:
+            shared.tear_down(held, item, self.last_test)
 
     def _start_preloading(self, paths: list[Path]) -> None:
         """Plan what to preload and start the server that does, so that the
@@ -743,15 +678,6 @@ def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> 
     session._setupstate.teardown_exact(nextitem)
 
 
-class Exited(NamedTuple):
-    """A child that finished its file, until it has ended."""
-
-    child: Child
-    nodeid: str
-    #: How much of its stderr has been shown.
-    seen: int
-
-
 class Shared(NamedTuple):
     """A child that has run a file of its shared process and runs the next ones."""
 
@@ -759,30 +685,6 @@ class Shared(NamedTuple):
     #: The indexes in ``session.items`` of the placeholders of the files it
     #: runs next, the next one first.
     members: list[int]
-
-
-def _placements_line(processes: list[str | None]) -> str:
-    """``isolation: 40 test files: 34 each in its own process, 4 in 2 groups
-    (api: 2, db: 2), 2 together in one process``."""
-    total = len(processes)
-    alone = processes.count(None)
-    groups: dict[str, int] = {}
-    for process in processes:
-        if process:
-            groups[process] = groups.get(process, 0) + 1
-    together = processes.count("")
-    noun = "file" if total == 1 else "files"
-    if alone == total:
-        return f"isolation: {total} test {noun}, each collected and run in its own process"
-    parts = [f"{alone} each in its own process"] if alone else []
-    if groups:
-        grouped = sum(groups.values())
-        names = ", ".join(f"{name[7:-1]}: {n}" for name, n in sorted(groups.items()))
-        noun_groups = "group" if len(groups) == 1 else "groups"
-        parts.append(f"{grouped} in {len(groups)} {noun_groups}, a process per group ({names})")
-    if together:
-        parts.append(f"{together} together in one process (mode off)")
-    return f"isolation: {total} test {noun}: " + ", ".join(parts)
 
 
 class Death(NamedTuple):
@@ -802,15 +704,6 @@ def _end(child: Child) -> None:
     child.kill()
     child.wait()
     child.close()
-
-
-def _pass_through(text: str) -> int:
-    """Show what a finished child wrote to stderr outside of any test (e.g.
-    under ``-s``); return how much."""
-    if text:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    return len(text)
 
 
 def _write_line(config: pytest.Config, line: str) -> None:

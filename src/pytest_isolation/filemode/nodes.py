@@ -124,6 +124,30 @@ def gather_shared(items: list[pytest.Item]) -> None:
         items[:] = [i for slot in slots for i in (slot if isinstance(slot, list) else [slot])]
 
 
+def placements_line(processes: list[str | None]) -> str:
+    """``isolation: 40 test files: 34 each in its own process, 4 in 2 groups
+    (api: 2, db: 2), 2 together in one process``."""
+    total = len(processes)
+    alone = processes.count(None)
+    groups: dict[str, int] = {}
+    for process in processes:
+        if process:
+            groups[process] = groups.get(process, 0) + 1
+    together = processes.count("")
+    noun = "file" if total == 1 else "files"
+    if alone == total:
+        return f"isolation: {total} test {noun}, each collected and run in its own process"
+    parts = [f"{alone} each in its own process"] if alone else []
+    if groups:
+        grouped = sum(groups.values())
+        names = ", ".join(f"{name[7:-1]}: {n}" for name, n in sorted(groups.items()))
+        noun_groups = "group" if len(groups) == 1 else "groups"
+        parts.append(f"{grouped} in {len(groups)} {noun_groups}, a process per group ({names})")
+    if together:
+        parts.append(f"{together} together in one process (mode off)")
+    return f"isolation: {total} test {noun}: " + ", ".join(parts)
+
+
 class IsolatedFileItem(pytest.Item):
     """Stands for all tests of one file; the controller runs them in a child."""
 

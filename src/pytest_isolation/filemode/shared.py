@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import shared as names
+from pytest_isolation.core.nodeid import name_of
 
 if sys.version_info >= (3, 11):
     _Group = BaseExceptionGroup  # noqa: F821 - a builtin since 3.11
@@ -65,6 +67,55 @@ class Shared:
             raise errors[0]
         if errors:
             raise _Group("errors while tearing down the shared fixtures", errors)
+
+
+def share(
+    session: pytest.Session, files: Sequence[pytest.Collector], method: str
+) -> tuple[list[str], Shared | None]:
+    """The shared fixtures of the run set up in this process (``fork``), and
+    the header's lines; a refusal ends the run (exit code 4)."""
+    wanted = names.names(session.config)
+    if not wanted:
+        return [], None
+    if method != "fork":
+        return [
+            f"isolation: the shared fixtures ({', '.join(wanted)}) are set up in each child: "
+            f"children of the start method {method} do not inherit them"
+        ], None
+    started = time.monotonic()
+    try:
+        refuse_test_models(session.config, [file.path for file in files], wanted)
+        shared = set_up(session, files, wanted)
+    except Refused as refusal:
+        pytest.exit(
+            f"isolation: {refusal}; leave it out of isolation_shared_fixtures (or the "
+            "shared_fixture decorator), or start it in each child: in a function-scoped "
+            "fixture, or in a pytest_isolation_child_started hook",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
+    except pytest.UsageError as error:
+        pytest.exit(f"isolation: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
+    seconds = time.monotonic() - started
+    line = (
+        f"isolation: shared fixtures set up once for every child, in {seconds:.2f} s: "
+        f"{', '.join(shared.values)}"
+    )
+    return [line], shared
+
+
+def tear_down(shared: Shared, item: pytest.Item, last_test: str) -> None:
+    """Tear the shared fixtures down once, after the last file; a failure is
+    an error at the teardown of ``last_test``, the run's last, as in a plain
+    run (``item`` is its file's placeholder)."""
+    with captured(item.config):
+        call = pytest.CallInfo.from_call(shared.tear_down, when="teardown")
+    if call.excinfo is None:
+        return
+    report = pytest.TestReport.from_item_and_call(item, call)
+    if last_test:
+        report.nodeid = last_test
+        report.location = (report.location[0], None, name_of(last_test))
+    item.ihook.pytest_runtest_logreport(report=report)
 
 
 class Refused(Exception):

@@ -1,0 +1,83 @@
+"""The children that have finished their files and run their plugins'
+``pytest_unconfigure`` while the run goes on (:func:`.childend.unconfigure`),
+until they have ended."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import NamedTuple
+
+import pytest
+
+from pytest_isolation.filemode.launch import Child
+from pytest_isolation.filemode.launch import alive
+from pytest_isolation.filemode.launch import end_tree
+
+
+class Exited(NamedTuple):
+    """A child that finished its file, until it has ended."""
+
+    child: Child
+    nodeid: str
+    #: How much of its stderr has been shown.
+    seen: int
+
+
+class Finishing:
+    """Reaps the finished children; says which one failed its unconfigure."""
+
+    def __init__(self, config: pytest.Config, timeout: float | None, grace: float) -> None:
+        self.config = config
+        #: With ``--isolation-timeout``: how long a finished child may take to end.
+        self.timeout = timeout
+        self.grace = grace
+        self.exited: list[Exited] = []
+
+    def add(self, child: Child, nodeid: str, seen: int) -> None:
+        self.exited.append(Exited(child, nodeid, seen))
+
+    def reap(self, wait: bool) -> tuple[int, str] | None:
+        """Reap those that have ended (all, with ``wait``): show what they
+        wrote to stderr after finishing; return the first failure's exit
+        status and file."""
+        running, failed = [], None
+        for exited in self.exited:
+            child = exited.child
+            if not wait and (child.waiter is not None or not child.poll()):
+                running.append(exited)
+                continue
+            code = self._ended(child, exited.nodeid)
+            pass_through(child.stderr_text()[exited.seen :])
+            child.stderr.close()
+            if code and failed is None:
+                failed = (code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR), exited.nodeid)
+        self.exited = running
+        return failed
+
+    def _ended(self, child: Child, nodeid: str) -> int:
+        """Wait for a finished child to end; with a timeout, for at most that
+        long (its unconfigure hangs): then end its tree."""
+        if self.timeout is not None:
+            deadline = time.monotonic() + self.timeout
+            while alive(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if alive(child.pid):
+                reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None:
+                    reporter.write_line(
+                        f"isolation: the process of {nodeid} did not end within "
+                        f"{self.timeout:g} s after its last test (its plugins' unconfigure); "
+                        "its process tree was ended"
+                    )
+                end_tree(child, self.grace)
+        return child.wait()
+
+
+def pass_through(text: str) -> int:
+    """Show what a finished child wrote to stderr outside of any test (e.g.
+    under ``-s``); return how much."""
+    if text:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    return len(text)
