@@ -138,3 +138,13 @@ def test_a_model_the_parent_cannot_see_fails_its_file(
             "shared fixtures was made before any test file was imported*"
         ]
     )
+
+
+def test_an_app_s_models_collected_for_doctests_are_not_refused(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """``--doctest-modules`` collects the app's ``models.py``, which Django
+    has loaded before any test: its tables exist."""
+    result = run_file_mode(pytester, "fork", *SHARED, "--doctest-modules", "shop", "tests")
+    result.assert_outcomes(passed=20)
+    assert "defines a Django model" not in result.stdout.str()

@@ -254,7 +254,14 @@ def refuse_test_models(config: pytest.Config, paths: Sequence[Path], wanted: lis
     find no table for it."""
     if "django_db_setup" not in wanted or not config.pluginmanager.has_plugin("django"):
         return
+    loaded = {
+        os.path.realpath(file)
+        for module in list(sys.modules.values())
+        if isinstance(file := getattr(module, "__file__", None), str)
+    }
     for path in paths:
+        if os.path.realpath(path) in loaded:  # an app's models, which Django has loaded
+            continue
         found = django_models_in(path)
         if found is not None:
             raise Refused(
