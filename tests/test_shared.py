@@ -312,3 +312,17 @@ def test_the_private_pytest_details_shared_fixtures_rely_on(pytester: pytest.Pyt
     assert isinstance(item._request, pytest.FixtureRequest)
     (definition,) = item._fixtureinfo.name2fixturedefs["data"]
     assert definition.scope == "session"
+
+
+def test_each_xdist_worker_sets_the_shared_fixtures_up_once(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = data\n")
+    pytester.makeconftest(RECORDING)
+    for name in ("test_a", "test_b", "test_c", "test_d"):
+        pytester.makepyfile(**{name: USES_DATA})
+    result = run_file_mode(pytester, "fork", "-p", "xdist", "-n", "2")
+    result.assert_outcomes(passed=4)
+    kinds = [kind for kind, _ in _events(pytester)]
+    assert kinds.count("child") == 4
+    assert 1 <= kinds.count("setup") <= 2
+    assert kinds.count("teardown") == kinds.count("setup")
