@@ -106,38 +106,66 @@ def test_note():
 """
 
 
-def test_a_test_file_that_defines_a_model_is_refused_at_start(
+def _in_memory(project: Path) -> bool:
+    return '"TEST"' not in (project / "proj" / "settings.py").read_text()
+
+
+def test_a_test_file_that_defines_a_model_gets_its_table_or_is_refused(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     """A plain run imports every test file before it creates the test
     database, so a model defined in one gets a table; a shared database is
-    made before any is imported."""
+    made before any is imported.  A child makes the table in its own copy of
+    an in-memory database; a database the children share is refused at
+    start."""
     (project / "tests" / "test_note.py").write_text(DEFINES_A_MODEL)
-    result = run_file_mode(pytester, "fork", *SHARED)
+    result = run_file_mode(pytester, "fork", *SHARED, "--no-migrations")
+    if _in_memory(project):
+        result.assert_outcomes(passed=21)
+        return
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(
         [
             "*isolation: */tests/test_note.py:5 (Note) defines a Django model, and the shared "
-            "django_db_setup creates the test database before any test file is imported*"
+            "django_db_setup creates the test database, which every child shares, before any "
+            "test file is imported*"
         ]
     )
 
 
-def test_a_model_the_parent_cannot_see_fails_its_file(
+def test_a_model_the_parent_cannot_see_gets_its_table_or_fails_its_file(
     pytester: pytest.Pytester, project: Path
 ) -> None:
     hidden = DEFINES_A_MODEL.replace(
         "class Note(models.Model):", "Base = models.Model\n\nclass Note(Base):"
     )
     (project / "tests" / "test_note.py").write_text(hidden)
-    result = run_file_mode(pytester, "fork", *SHARED)
+    result = run_file_mode(pytester, "fork", *SHARED, "--no-migrations")
+    if _in_memory(project):
+        result.assert_outcomes(passed=21)
+        return
     result.assert_outcomes(passed=20, errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*isolation: */tests/test_note.py defines Django models, and the test database of the "
-            "shared fixtures was made before any test file was imported*"
+            "*isolation: */tests/test_note.py defines Django models, and the shared test "
+            "database, made before any test file was imported, has no tables for them*"
         ]
     )
+
+
+def test_with_migrations_a_test_file_s_model_has_no_table_as_in_a_plain_run(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """The app of the model has migrations: Django makes no table for a model
+    they do not have, in a plain run either; the child makes none."""
+    if not _in_memory(project):
+        pytest.skip("a shared database file is refused at start (above)")
+    (project / "tests" / "test_note.py").write_text(DEFINES_A_MODEL)
+    plain = pytester.runpytest_subprocess("-p", "django", "-p", "isolation", timeout=120)
+    plain.assert_outcomes(passed=20, failed=1)
+    result = run_file_mode(pytester, "fork", *SHARED)
+    result.assert_outcomes(passed=20, failed=1)
+    result.stdout.fnmatch_lines(["*no such table: shop_note*"])
 
 
 def test_an_app_s_models_collected_for_doctests_are_not_refused(

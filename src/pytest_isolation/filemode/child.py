@@ -147,13 +147,8 @@ class ChildPlugin:
         report = yield
         if isinstance(collector, pytest.Module) and report.passed:
             why = placement.imported_differently(collector.path, collector.obj)
-            if why is None and models is not None and inherited.django_models() > models:
-                why = (
-                    f"{collector.path} defines Django models, and the test database of the "
-                    "shared fixtures was made before any test file was imported, without "
-                    "tables for them; move the models into an app's models.py, or leave "
-                    "django_db_setup out of isolation_shared_fixtures"
-                )
+            if why is None and models is not None:
+                why = inherited.make_tables(self.config, models, collector.path)
             if why is not None:
                 nodeid = collector.nodeid
                 return pytest.CollectReport(nodeid, "failed", f"isolation: {why}", [])

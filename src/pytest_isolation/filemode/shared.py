@@ -84,8 +84,12 @@ def share(
         ], None
     started = time.monotonic()
     try:
-        refuse_test_models(session.config, [file.path for file in files], wanted)
         shared = set_up(session, files, wanted)
+        try:
+            refuse_test_models(session.config, [file.path for file in files], wanted)
+        except Refused:
+            shared.tear_down()
+            raise
     except Refused as refusal:
         pytest.exit(
             f"isolation: {refusal}; leave it out of isolation_shared_fixtures (or the "
@@ -251,8 +255,12 @@ def refuse_test_models(config: pytest.Config, paths: Sequence[Path], wanted: lis
     """pytest-django creates the test database's tables for the models known
     when ``django_db_setup`` runs; in a plain run every test file has been
     imported by then, here none has: a test file that defines a model would
-    find no table for it."""
+    find no table for it.  A child makes the table in its own copy of an
+    in-memory SQLite database (:func:`.inherited.make_tables`); a database
+    the children share is refused."""
     if "django_db_setup" not in wanted or not config.pluginmanager.has_plugin("django"):
+        return
+    if _in_memory_only():
         return
     loaded = {
         os.path.realpath(file)
@@ -266,9 +274,21 @@ def refuse_test_models(config: pytest.Config, paths: Sequence[Path], wanted: lis
         if found is not None:
             raise Refused(
                 f"{found} defines a Django model, and the shared django_db_setup creates the "
-                "test database before any test file is imported, so it would have no table "
-                "for it; move the model into an app's models.py, or leave django_db_setup out"
+                "test database, which every child shares, before any test file is imported, "
+                "so it would have no table for it; move the model into an app's models.py, "
+                "use an in-memory SQLite test database, or leave django_db_setup out"
             )
+
+
+def _in_memory_only() -> bool:
+    """Whether every test database is an in-memory SQLite one (each child's own copy)."""
+    database = sys.modules.get("django.db")
+    if database is None:
+        return False
+    connections = database.connections
+    return all(
+        getattr(connections[alias], "is_in_memory_db", lambda: False)() for alias in connections
+    )
 
 
 def _definitions(finalizers: list[Callable[[], object]]) -> list[object]:
