@@ -42,6 +42,8 @@ class Placement:
     group: str = ""
     #: Where it was set (``tests/db/conftest.py: isolation_group``), empty for the run's mode.
     source: str = ""
+    #: Set by the file's own marker (which its child checks once imported).
+    marked: bool = False
 
     @property
     def process(self) -> str | None:
@@ -133,7 +135,7 @@ def marker_in_source(path: Path) -> Placement | None:
                 arguments[keyword.arg] = keyword.value.value
             placement = from_arguments(arguments, where)
             if placement is not None:
-                found.append(placement)
+                found.append(dataclasses.replace(placement, marked=True))
     return _one(found)
 
 
@@ -179,15 +181,15 @@ def marker_of_module(module: types.ModuleType, where: str) -> Placement | None:
     return _one(found)
 
 
-def imported_differently(path: Path, module: types.ModuleType) -> str | None:
-    """Why the imported module's placement is not the one its source gave
-    the parent (a ``pytestmark`` built at import time), if it is not."""
-    written = marker_in_source(path)
+def imported_differently(path: Path, module: types.ModuleType, written: str) -> str | None:
+    """Why the imported module's placement is not ``written``, the one its
+    source gave the parent (spelled; empty: none), if it is not (a
+    ``pytestmark`` built at import time)."""
     imported = marker_of_module(module, str(path))
-    if written is imported or (written and imported and written.same(imported)):
+    made = "" if imported is None else imported.spelled()
+    if made == written:
         return None
-    said = "none" if written is None else written.spelled()
-    made = "none" if imported is None else imported.spelled()
+    said, made = written or "none", made or "none"
     return (
         f"{path}: its pytestmark places it {made!r} once imported, but its source "
         f"{said!r}; file mode reads the placement without importing the file: write "

@@ -126,13 +126,16 @@ class ChildPlugin:
     def _parents(
         self, session: pytest.Session, first: pytest.Collector
     ) -> list[tuple[Path, pytest.Collector]]:
-        """Each file's directory collector, from the parent's placeholders."""
+        """Each file's directory collector, from the parent's placeholders
+        (looked up only for a shared process's other files)."""
+        parents = [(Path(self.spec.path), first)]
+        if not self.spec.more:
+            return parents
         found = {
             str(item.path): item.parent.parent
             for item in session.items
             if item.stash.get(FILE_PLACEHOLDER, False) and item.parent and item.parent.parent
         }
-        parents = [(Path(self.spec.path), first)]
         return parents + [(Path(path), found[path]) for path, _ in self.spec.more]
 
     @pytest.hookimpl(wrapper=True)
@@ -146,7 +149,8 @@ class ChildPlugin:
         models = inherited.django_models() if database else None
         report = yield
         if isinstance(collector, pytest.Module) and report.passed:
-            why = placement.imported_differently(collector.path, collector.obj)
+            written = dict(self.spec.marked).get(str(collector.path), "")
+            why = placement.imported_differently(collector.path, collector.obj, written)
             if why is None and models is not None:
                 why = inherited.make_tables(self.config, models, collector.path)
             if why is not None:

@@ -277,7 +277,7 @@ class FileModeController:
         members = self._members(index) if shared is None else shared.members
         more = self._path_at(following if len(members) < 2 else members[-1] + 1)
         # A retry cannot give a shared process's file back the state its earlier files left.
-        alone = PLACEMENT not in file.stash or file.stash[PLACEMENT].process is None
+        alone = process_of(self.config.stash[_SESSION].items[index]) is None
         retries = self.settings.retries if alone else 0
         relay = FileRelay(file, self._not_found, retries=retries, scope=self.settings.retry_scope)
         spec = self._spec(index, members)
@@ -358,7 +358,14 @@ class FileModeController:
         items = self.config.stash[_SESSION].items
         path = items[index].path
         more = tuple((str(items[i].path), self._selectors(items[i].path)) for i in members[1:])
-        return wire.ChildSpec(path=str(path), selectors=self._selectors(path), more=more)
+        marked = tuple(
+            (str(items[i].path), found.spelled())
+            for i in members
+            if (found := _placement(items[i])) and found.marked
+        )
+        return wire.ChildSpec(
+            path=str(path), selectors=self._selectors(path), more=more, marked=marked
+        )
 
     def _path_at(self, index: int | None) -> Path | None:
         """The file of the placeholder at ``index`` in ``session.items``, if any."""
@@ -370,8 +377,13 @@ class FileModeController:
     def collect_in_child(self, file: pytest.File) -> list[ChildTest]:
         """``--collect-only``: ask a child for the file's tests, return stand-ins."""
         relay = FileRelay(file, self._not_found, collect_only=True)
+        placed = file.stash.get(PLACEMENT, None)
+        marked = ((str(file.path), placed.spelled()),) if placed and placed.marked else ()
         spec = wire.ChildSpec(
-            path=str(file.path), selectors=self._selectors(file.path), collect_only=True
+            path=str(file.path),
+            selectors=self._selectors(file.path),
+            collect_only=True,
+            marked=marked,
         )
         death = self._relay(self._start(spec, file), relay)
         for report in relay.collection.problems:
@@ -676,6 +688,12 @@ def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> 
     it changes.
     """
     session._setupstate.teardown_exact(nextitem)
+
+
+def _placement(item: pytest.Item) -> Placement | None:
+    """Where a placeholder's file runs, as the parent found it."""
+    parent = item.parent
+    return None if parent is None else parent.stash.get(PLACEMENT, None)
 
 
 class Shared(NamedTuple):

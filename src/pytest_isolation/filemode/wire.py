@@ -77,6 +77,9 @@ class ChildSpec:
     #: The files that run after ``path`` in the same process (a group's, or the
     #: files not isolated), in run order, each with its selectors.
     more: tuple[tuple[str, tuple[tuple[str, ...], ...] | None], ...] = ()
+    #: The placement each file's own ``isolation`` marker gave the parent, spelled
+    #: (``group=db``), for the files that have one: the child checks it once imported.
+    marked: tuple[tuple[str, str], ...] = ()
     #: Spawn only: the write end of the pipe, and ``sys.path[0]`` of the parent.
     fd: int = -1
     path0: str = ""
@@ -99,6 +102,7 @@ class ChildSpec:
         data["selectors"] = _selectors(data["selectors"])
         data["skip"] = frozenset(data["skip"])
         data["more"] = tuple((path, _selectors(found)) for path, found in data["more"])
+        data["marked"] = tuple((path, spelled) for path, spelled in data["marked"])
         return cls(**data)
 
     @property
