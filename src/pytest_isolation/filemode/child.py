@@ -307,6 +307,14 @@ class ChildPlugin:
         return None
 
 
+def _written_to_stderr() -> int:
+    """The size of this child's stderr file (-1 when it is not a file)."""
+    try:
+        return os.fstat(2).st_size
+    except OSError:
+        return -1
+
+
 class _FileRun(NamedTuple):
     """One file of a shared process: its items and its held collection messages."""
 
@@ -437,7 +445,9 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         reason, returncode, where = interruption
         plugin.sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=where)
         os._exit(INTERRUPTED_EXIT)
-    plugin.sender.send(FINISHED)
+    # How much of its stderr the child wrote before finishing: the parent
+    # shows that now, and what its unconfigure writes when it has ended.
+    plugin.sender.send(FINISHED, stderr=_written_to_stderr())
     code = 0 if plugin.spec.collect_only else childend.unconfigure(session)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -445,7 +445,7 @@ class FileModeController:
                 pytest.exit(end.exit_reason, end.exit_code)
             crash.interrupt_at(end.where)
         if end.finished:  # its plugins' unconfigure runs while the next file does
-            seen = pass_through(child.stderr_text())
+            seen = pass_through(child, 0, end.stderr)
             child.stream.close()
             relay.process_ended(0)
             self.finishing.add(child, str(relay.file.nodeid), seen)

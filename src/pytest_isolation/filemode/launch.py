@@ -151,10 +151,6 @@ class Child:
             except (ProcessLookupError, PermissionError):
                 continue
 
-    def stderr_text(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read().decode(errors="replace")
-
     def stderr_tail(self) -> str:
         self.stderr.seek(0, os.SEEK_END)
         size = self.stderr.tell()

@@ -4,6 +4,7 @@ until they have ended."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import NamedTuple
@@ -48,7 +49,7 @@ class Finishing:
                 running.append(exited)
                 continue
             code = self._ended(child, exited.nodeid)
-            pass_through(child.stderr_text()[exited.seen :])
+            pass_through(child, exited.seen)
             child.stderr.close()
             if code and failed is None:
                 failed = (code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR), exited.nodeid)
@@ -74,10 +75,18 @@ class Finishing:
         return child.wait()
 
 
-def pass_through(text: str) -> int:
-    """Show what a finished child wrote to stderr outside of any test (e.g.
-    under ``-s``); return how much."""
-    if text:
-        sys.stderr.write(text)
+def pass_through(child: Child, start: int, end: int = -1) -> int:
+    """Show what a finished child wrote to its stderr outside of any test
+    (e.g. under ``-s``), from byte ``start`` to ``end`` (-1: all); return
+    where it stopped.  The child goes on writing after it finished (its
+    unconfigure), so the part before it finished is cut by size, not by what
+    happens to be there when the parent reads; and read with ``pread``: the
+    file's offset is the child's too (a forked child writes through the same
+    open file), and moving it would make the child write over itself."""
+    fd = child.stderr.fileno()
+    size = os.fstat(fd).st_size if end < 0 else end
+    data = os.pread(fd, max(size - start, 0), start)
+    if data:
+        sys.stderr.write(data.decode(errors="replace"))
         sys.stderr.flush()
-    return len(text)
+    return start + len(data)

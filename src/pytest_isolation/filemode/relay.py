@@ -72,6 +72,8 @@ class ChildEnd:
     finished: bool = False
     #: The file has run and its shared process goes on with the next file.
     done: bool = False
+    #: How many bytes of stderr the child had written when it finished (-1: unknown).
+    stderr: int = -1
     #: The child saw Ctrl-C (no reason) or ``pytest.exit(reason, returncode)``.
     interrupted: bool = False
     exit_reason: str | None = None
@@ -287,8 +289,9 @@ class FileRelay:
         self.end.exit_code = returncode
         self.end.where = where
 
-    def _finished(self) -> None:
+    def _finished(self, stderr: int = -1) -> None:
         self.end.finished = True
+        self.end.stderr = stderr
 
     def _done(self) -> None:
         self.end.done = True
