@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pytest_isolation.core.names import VERSION
 from pytest_isolation.core.shared import shared_fixture
+from pytest_isolation.core.warnings import IsolationLintWarning
 from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
 
@@ -29,6 +30,7 @@ __version__ = VERSION
 __all__ = [
     "IsolatedEnv",
     "IsolatedTmp",
+    "IsolationLintWarning",
     "IsolationWarning",
     "LeakedStateWarning",
     "ModuleMocker",

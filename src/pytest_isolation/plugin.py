@@ -44,6 +44,9 @@ _HELP = {
     "files import before the first child (auto), or not (off).",
     "isolation_retry_scope": "With --isolation-retries: rerun only a file's failed tests "
     "(failed) or the whole file (file).",
+    "isolation_lint": "Isolation lint of test files and conftests when collected (hard-coded "
+    "temporary paths, os.chdir or os.environ writes without a restore, mocks installed at "
+    "import time, ...): warn, error (their collection fails) or off.",
 }
 
 
@@ -119,6 +122,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(  # a string, read by options.boolean: pytest's own check names no key
         "isolation_leaks_deep", "Default of --isolation-leaks-deep (true or false).", default=""
+    )
+    group.addoption(
+        "--isolation-twice",
+        dest="isolation_twice",
+        action="store_true",
+        default=False,
+        help="Run every test that passes a second time right after the first, in the same "
+        "process, before the leak guard puts anything back; a test whose repeat fails is "
+        "reported as 'passes once, fails when repeated', with what its first run left changed.",
     )
     for dest, text in _SECONDS.items():
         flag = flag_of(dest)
@@ -224,13 +236,21 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode=file")
     config.addinivalue_line("markers", MARKER_HELP)
     # The parts are imported when switched on: a spawned file-mode child loads this module too.
-    if settings.leaks != "off":
+    if settings.leaks != "off" or settings.twice:
         from pytest_isolation.guard.watch import GUARD_KEY
         from pytest_isolation.guard.watch import LeakGuard
 
-        guard = LeakGuard(config, settings.leaks, settings.deep)
+        # Off, but --isolation-twice asks what each first run left: found, never put back.
+        policy = "watch" if settings.leaks == "off" else settings.leaks
+        guard = LeakGuard(config, policy, settings.deep)
         config.stash[GUARD_KEY] = guard
         config.pluginmanager.register(guard, names.GUARD)
+    if settings.twice:  # in children and xdist workers too: they run the tests
+        from pytest_isolation.diagnose.twice import Twice
+        from pytest_isolation.diagnose.twice import check_compatible as twice_compatible
+
+        twice_compatible(config)
+        config.pluginmanager.register(Twice(config), names.TWICE)
     _register_quarantine(config)  # in children too: they make the reports
     lists_fixtures = _lists_fixtures(config)
     if not lists_fixtures:

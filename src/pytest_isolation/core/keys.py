@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from pytest_isolation.core.records import Leak
+
 #: Set in a file-mode child: the process contains what the file's import and
 #: its tests leave changed, so the guard watches only each test.
 IN_CHILD = pytest.StashKey[bool]()
@@ -28,6 +30,15 @@ FILE_PLACEHOLDER = pytest.StashKey[bool]()
 #: File mode's controller: asks a child for a file's tests and returns stand-ins
 #: for them (``--collect-only``, the selector's count of tests).
 COLLECT_IN_CHILD = pytest.StashKey[Callable[[pytest.File], Sequence[pytest.Item]]]()
+
+#: On an item that ``--isolation-twice`` runs twice: ``"first"`` on the test
+#: while its first run ends (the guard reports what it left changed, restores
+#: nothing and keeps the test's window open), ``"again"`` on the copy that runs
+#: it again (its set-up goes on in that window, its teardown closes it and
+#: restores, reporting nothing more).
+REPEAT = pytest.StashKey[str]()
+#: On a test that ran twice: what its first run left changed, as the guard found it.
+FIRST_RUN_LEFT = pytest.StashKey[list[Leak]]()
 
 #: Entries the parent's plugins keep: a forked child deletes them with those plugins
 #: (``names.PARENT_ONLY``), so nothing in it calls back into the parent's objects.

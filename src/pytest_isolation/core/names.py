@@ -24,6 +24,8 @@ RUN_REPORT = "isolation-runlog"
 PATCHES = "isolation-explain"
 #: The selector, once it has selected.
 SELECTOR = "isolation-select"
+#: ``--isolation-twice``: runs each test twice and reports failed repeats.
+TWICE = "isolation-twice"
 #: The polluter finder's recorder in each of its probe runs.
 PROBE = "isolation-probe"
 #: pytest-xdist: the plugin that exchanges each feature's state between

@@ -17,6 +17,7 @@ LEAK_POLICIES = ("warn", "error", "quiet", "off")
 START_METHODS = ("auto", "fork", "spawn", "forkserver")
 RETRY_SCOPES = ("failed", "file")
 PRELOAD = ("auto", "off")
+LINT = ("off", "warn", "error")
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
 CHOICES = {
@@ -25,6 +26,7 @@ CHOICES = {
     "isolation_leaks": LEAK_POLICIES,
     "isolation_retry_scope": RETRY_SCOPES,
     "isolation_preload": PRELOAD,
+    "isolation_lint": LINT,
 }
 
 
@@ -82,6 +84,10 @@ class Settings:
     retry_scope: str = "failed"
     #: File mode: the fork server imports what the test files import (auto) or not (off).
     preload: str = "auto"
+    #: The isolation lint of test files: off, warn or error.
+    lint: str = "off"
+    #: Run every test a second time right after the first (``--isolation-twice``).
+    twice: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -103,6 +109,7 @@ class Settings:
                 for dest, choices in choices.items()
             },
             deep=bool(deep),
+            twice=bool(config.getoption("isolation_twice", False)),
         )
 
 

@@ -15,3 +15,9 @@ class LeakedStateWarning(IsolationWarning):
     """A test or fixture left process-wide state changed (the leak guard)."""
 
     __module__ = "pytest_isolation"
+
+
+class IsolationLintWarning(IsolationWarning):
+    """A test file breaks a rule of isolated tests (the isolation lint)."""
+
+    __module__ = "pytest_isolation"

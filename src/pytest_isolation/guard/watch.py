@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import IsolationWarning
@@ -123,7 +125,10 @@ class LeakGuard:
 
     def __init__(self, config: pytest.Config, policy: str, deep: bool) -> None:
         self.config = config
+        #: warn, error or quiet; or ``watch`` (the guard is off, but ``--isolation-twice``
+        #: asks what a test's first run left changed): finds, never restores nor reports.
         self.policy = policy
+        self.restores = policy != "watch"
         self.deep = deep
         self.allowances = allow.parse(
             config.getini("isolation_allow_leaks"), "isolation_allow_leaks (ini)"
@@ -271,7 +276,7 @@ class LeakGuard:
         if not isinstance(collector, pytest.Module):
             return (yield)
         self.watch.add_test_file(collector.path)
-        if self.contained:
+        if self.contained or not self.restores:
             report = yield
             if report.passed:  # imported: ``obj`` is the module, no import again
                 self._watch_test_module(collector)
@@ -388,6 +393,12 @@ class LeakGuard:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before any fixture of the test
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        if item.stash.get(REPEAT, "") == "again" and self.window is not None:
+            # --isolation-twice: the repeat starts from what the first run left, in its window.
+            self.leftovers.start()
+            self.listening = True
+            self.imports.listening = True
+            return (yield)
         allowances, bad_marker = self.allowances, None
         if allow.MARKER in item.keywords:
             try:
@@ -446,13 +457,16 @@ class LeakGuard:
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, None, None]:
         __tracebackhide__ = True  # a leak error shows the test, not the guard
+        repeat = item.stash.get(REPEAT, "")
         self.last_teardown = nextitem is None
         for patch in active_patches():  # what the test patched is watched per test from now on
             self.watch.add_patched(target_of(patch))
         value_leaks = []  # before the fixtures' own teardown, which may change them
         if self.deep and self.window is not None:
-            value_leaks = self._fixture_value_leaks(self.window)
+            value_leaks = self._fixture_value_leaks(self.window, restore=repeat != "first")
         result = yield
+        if repeat == "first" and self.window is not None:
+            return self._first_run_ended(item, self.window, value_leaks, result)
         window, self.window = self.window, None
         self.listening = False
         self.imports.listening = False
@@ -472,7 +486,8 @@ class LeakGuard:
                 for category, key, what in self.leftovers.check()
                 if not allow.allowed(window.allowances, category, key)
             ]
-            escalated += self._settle(leaks, item)
+            if repeat != "again":  # a repeat's are restored; the first run's were reported
+                escalated += self._settle(leaks, item)
         if self.file_window is not None and (
             nextitem is None or (nextitem.path is not item.path and nextitem.path != item.path)
         ):
@@ -490,6 +505,53 @@ class LeakGuard:
         if pending and self.policy == "error":
             pytest.fail("\n".join(pending), pytrace=False)
         return result
+
+    def _first_run_ended(
+        self, item: pytest.Item, window: Window, value_leaks: list[Leak], result: None
+    ) -> None:
+        """``--isolation-twice``: the first of a test's two runs has ended.
+        What it left changed is reported as a single run's leaks would be, and
+        kept for the repeat's report; nothing is put back, so the repeat starts
+        from it, and the window stays open until the repeat's teardown."""
+        __tracebackhide__ = True
+        self.listening = False
+        self.imports.listening = False
+        leaks = value_leaks + self._peek(window)
+        leaks += [
+            Leak(window.owner, "test", category, key, what, hint=_LEFTOVER_HINT[category])
+            for category, key, what in self.leftovers.check()
+            if not allow.allowed(window.allowances, category, key)
+        ]
+        item.stash[FIRST_RUN_LEFT] = leaks
+        escalated = self._settle(leaks, item)
+        if escalated:
+            raise escalated[0]
+        pending, self.pending = self.pending, []
+        if pending and self.policy == "error":
+            pytest.fail("\n".join(pending), pytrace=False)
+        return result
+
+    def _peek(self, window: Window) -> list[Leak]:
+        """The window's leaks so far, as :meth:`_close` would find them, with
+        nothing restored and the snapshots left as they were."""
+        changed = self.tier.changed()
+        found = self._found(window, Tier(changed), self.tier.saved)
+        return fold_reimports(
+            [
+                (
+                    item,
+                    self._leak(
+                        window.owner,
+                        window.kind,
+                        item,
+                        item.category.hint,
+                        start_site(item.new) if item.category.name == "mock" else None,
+                        routine=self._routine(item),
+                    ),
+                )
+                for item in found
+            ]
+        )
 
     # -- higher-scoped fixtures ---------------------------------------------
 
@@ -583,14 +645,19 @@ class LeakGuard:
             if scoped is not None and scoped[1] is value and issubclass(type(value), CONTAINERS):
                 self.values_saved[name] = (scoped[0], Content(value))
 
-    def _fixture_value_leaks(self, window: Window) -> list[Leak]:
+    def _fixture_value_leaks(self, window: Window, restore: bool = True) -> list[Leak]:
+        """Higher-scoped fixture values the test mutated in place, put back
+        unless ``restore`` is false (then kept for the window's end)."""
         leaks = []
-        saved, self.values_saved = self.values_saved, {}
+        saved = self.values_saved
+        if restore:
+            self.values_saved = {}
         for name, (scope, content) in saved.items():
             now = Content(content.container)
             if now == content or allow.allowed(window.allowances, "fixture-value", name):
                 continue
-            restore_content(content.container, content.items)
+            if restore and self.restores:
+                restore_content(content.container, content.items)
             what = (
                 f"the value of fixture {name!r} (scope={scope}), mutated in place "
                 f"(was {content!r}, now {now!r})"
@@ -617,18 +684,22 @@ class LeakGuard:
         leaks: list[Leak] = []
         for first in (True, False):
             group = [c for c in changed if (c.name in PATCHERS) == first]
-            found = [
-                item
-                for item in changes(Tier(group), tier.saved)
-                if not window.excused((item.category, item.key), item.old, item.new)
-                and not pytest_package_insert(item, window.item)
-                and (item.category.name, item.key) not in self.imported
-                and not allow.allowed(window.allowances, item.category.name, self._subject(item))
-            ]
+            found = self._found(window, Tier(group), tier.saved)
             leaks += self._restore(window.owner, window.kind, found)
         for category in changed:
             tier.renew(category)
         return leaks
+
+    def _found(self, window: Window, tier: Tier, saved: dict[Category, object]) -> list[Found]:
+        """What changed in ``tier`` since ``saved`` that is the window's own leak."""
+        return [
+            item
+            for item in changes(tier, saved)
+            if not window.excused((item.category, item.key), item.old, item.new)
+            and not pytest_package_insert(item, window.item)
+            and (item.category.name, item.key) not in self.imported
+            and not allow.allowed(window.allowances, item.category.name, self._subject(item))
+        ]
 
     def _restore(
         self,
@@ -641,6 +712,8 @@ class LeakGuard:
         undone, the rest key by key."""
         if not found:
             return []
+        if not self.restores:
+            return [self._leak(owner, kind, item, item.category.hint, seen=seen) for item in found]
         leaks = []
         sites = {
             id(item.new): start_site(item.new) for item in found if item.category.name == "mock"
@@ -699,6 +772,8 @@ class LeakGuard:
         goes back to how it was before the file (the next file starts from
         the state the imports left)."""
         deferred, self.deferred = self.deferred, {}
+        if not self.restores:
+            return
         for (category, key), old in deferred.items():
             try:
                 category.restore(key, old)
@@ -775,7 +850,7 @@ class LeakGuard:
         """Record and report; returns the warnings ``-W error`` escalated, to raise
         once the guard's own work is done."""
         __tracebackhide__ = True
-        if not leaks:
+        if not leaks or not self.restores:
             return []
         leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
         first = [self.log.add(leak) for leak in leaks]

@@ -1,0 +1,65 @@
+"""Running a test phase by phase, and a copy of a test function: pytest's
+private runner details, fenced here.
+
+pytest has no public API for either.  ``runtestprotocol`` runs the three
+phases in one go and fixes the teardown's next item before the call's
+outcome is known, so ``--isolation-twice`` cannot choose between tearing
+down only the test's function-scoped fixtures (a repeat follows) and tearing
+down as a plain run would.  pytest-rerunfailures and pytest-xdist use the
+same functions.  ``tests/test_twice.py::test_the_fenced_pytest_details_exist``
+fails loudly when any of them changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _pytest.runner import call_and_report
+
+
+def run_phase(
+    item: pytest.Item, when: str, log: bool, nextitem: pytest.Item | None = None
+) -> pytest.TestReport:
+    """One phase (``setup``, ``call`` or ``teardown``) as pytest runs it: its
+    hook, its report made by ``pytest_runtest_makereport``, logged if
+    ``log``, and ``--pdb`` on its exception."""
+    kwds: dict[str, Any] = {"nextitem": nextitem} if when == "teardown" else {}
+    return call_and_report(item, when, log, **kwds)  # type: ignore[arg-type]
+
+
+def begin(item: pytest.Item) -> None:
+    """A test function about to run again gets a new fixture request, as
+    pytest's ``runtestprotocol`` gives it."""
+    if isinstance(item, pytest.Function) and not item._request:
+        item._initrequest()
+
+
+def release(item: pytest.Item) -> None:
+    """After a test function's teardown, its fixture values go, as pytest's
+    ``runtestprotocol`` lets them go."""
+    if isinstance(item, pytest.Function):
+        item._request = False  # type: ignore[assignment]
+        item.funcargs = None  # type: ignore[assignment]
+
+
+def twin_of(item: pytest.Item) -> pytest.Item | None:
+    """A new item of the same test function, beside it (the same parent, so
+    the same higher-scoped fixtures, and the same node id), with its markers
+    and its fixture closure (``_fixtureinfo``, which holds the definitions of
+    direct parameters); None for an item that is not a test function
+    (a doctest, a plugin's own item type), which pytest has no way to copy."""
+    if not isinstance(item, pytest.Function):
+        return None
+    kwargs: dict[str, Any] = {
+        "name": item.name,
+        "callspec": getattr(item, "callspec", None),
+        "fixtureinfo": item._fixtureinfo,
+        "keywords": item.keywords,
+        "originalname": item.originalname,
+    }
+    if item.instance is None:  # a method gets a new instance, as each test does
+        kwargs["callobj"] = item.obj
+    twin = type(item).from_parent(item.parent, **kwargs)
+    twin.own_markers = list(item.own_markers)  # with those plugins added after collection
+    return twin
