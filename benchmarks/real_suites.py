@@ -72,6 +72,10 @@ MODES: dict[str, tuple[str, ...]] = {
         "-o",
         "isolation_shared_fixtures=django_db_setup",
     ),
+    # Every passing test run a second time at once (--isolation-twice; not run by default):
+    # the guard on, and in file mode. Differences from plain are the tests whose repeat fails.
+    "twice": ("--isolation-twice",),
+    "twice-fork": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-twice"),
 }
 #: The modes run without --modes.
 DEFAULT_MODES = ("plain", "fork", "spawn", "guard")
