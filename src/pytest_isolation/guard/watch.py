@@ -472,20 +472,7 @@ class LeakGuard:
         self.imports.listening = False
         escalated = []
         if window is not None:
-            leaks = value_leaks + self._close(window, self.tier)
-            leaks += [
-                Leak(
-                    window.owner,
-                    "test",
-                    category,
-                    key,
-                    what,
-                    hint=_LEFTOVER_HINT[category],
-                    restored=False,
-                )
-                for category, key, what in self.leftovers.check()
-                if not allow.allowed(window.allowances, category, key)
-            ]
+            leaks = value_leaks + self._close(window, self.tier) + self._leftovers(window)
             if repeat != "again":  # a repeat's are restored; the first run's were reported
                 escalated += self._settle(leaks, item)
         if self.file_window is not None and (
@@ -499,12 +486,34 @@ class LeakGuard:
                 owner = self.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
             escalated += self._settle(leaks, item)
-        if escalated:  # -W error turned a LeakedStateWarning into an exception
+        self._fail_test(escalated)
+        return result
+
+    def _leftovers(self, window: Window) -> list[Leak]:
+        """Threads, processes and files the window's test left behind (reported, not undone)."""
+        return [
+            Leak(
+                window.owner,
+                "test",
+                category,
+                key,
+                what,
+                hint=_LEFTOVER_HINT[category],
+                restored=False,
+            )
+            for category, key, what in self.leftovers.check()
+            if not allow.allowed(window.allowances, category, key)
+        ]
+
+    def _fail_test(self, escalated: list[Warning]) -> None:
+        """Fail the test's teardown: with the first warning ``-W error``
+        escalated, or under ``--isolation-leaks=error`` with every leak."""
+        __tracebackhide__ = True
+        if escalated:
             raise escalated[0]
         pending, self.pending = self.pending, []
         if pending and self.policy == "error":
             pytest.fail("\n".join(pending), pytrace=False)
-        return result
 
     def _first_run_ended(
         self, item: pytest.Item, window: Window, value_leaks: list[Leak], result: None
@@ -516,19 +525,9 @@ class LeakGuard:
         __tracebackhide__ = True
         self.listening = False
         self.imports.listening = False
-        leaks = value_leaks + self._peek(window)
-        leaks += [
-            Leak(window.owner, "test", category, key, what, hint=_LEFTOVER_HINT[category])
-            for category, key, what in self.leftovers.check()
-            if not allow.allowed(window.allowances, category, key)
-        ]
+        leaks = value_leaks + self._peek(window) + self._leftovers(window)
         item.stash[FIRST_RUN_LEFT] = leaks
-        escalated = self._settle(leaks, item)
-        if escalated:
-            raise escalated[0]
-        pending, self.pending = self.pending, []
-        if pending and self.policy == "error":
-            pytest.fail("\n".join(pending), pytrace=False)
+        self._fail_test(self._settle(leaks, item))
         return result
 
     def _peek(self, window: Window) -> list[Leak]:
