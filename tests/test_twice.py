@@ -115,6 +115,7 @@ def test_idempotent_tests_are_reported_once(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_fine="""
         import pytest
+        from hypothesis import given, strategies as st
 
         @pytest.mark.parametrize("n", [1, 2])
         def test_param(n, tmp_path):
@@ -130,15 +131,21 @@ def test_idempotent_tests_are_reported_once(pytester: pytest.Pytester) -> None:
             import os
             assert "X_TWICE" not in os.environ
             monkeypatch.setenv("X_TWICE", "1")
+
+        class TestHypothesis:
+            # Hypothesis refuses a @given method called on another instance.
+            @given(st.integers())
+            def test_given(self, n):
+                assert isinstance(n, int)
         """
     )
     junit = pytester.path / "junit.xml"
     result = run(pytester, "-p", "isolation", "-v", f"--junitxml={junit}")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     assert result.ret == 0
     assert "WHEN REPEATED" not in result.stdout.str()
     assert "pass once" not in result.stdout.str()
-    assert len(list(ET.parse(junit).getroot().iter("testcase"))) == 4
+    assert len(list(ET.parse(junit).getroot().iter("testcase"))) == 5
     result.stdout.fnmatch_lines(["isolation: --isolation-twice: each test that passes runs again*"])
 
 
@@ -312,6 +319,14 @@ def test_exitfirst_stops_at_a_failed_repeat(pytester: pytest.Pytester) -> None:
 def test_other_items_run_once_and_are_counted(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_docs='''
+        import unittest
+        from hypothesis import given, strategies as st
+
+        class TestCase(unittest.TestCase):
+            @given(st.integers())
+            def test_given(self, n):
+                pass
+
         def add(a, b):
             """
             >>> add(1, 2)
@@ -324,11 +339,11 @@ def test_other_items_run_once_and_are_counted(pytester: pytest.Pytester) -> None
         '''
     )
     result = run(pytester, "-p", "isolation", "--doctest-modules")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
-            "isolation: 1 test ran once, not twice (DoctestItem: 1): --isolation-twice "
-            "repeats Python test functions"
+            "isolation: 2 tests ran once, not twice (DoctestItem: 1, Hypothesis test in a "
+            "unittest.TestCase: 1): --isolation-twice repeats Python test functions"
         ]
     )
 
@@ -382,8 +397,8 @@ def test_a_copy_of_a_test_has_its_node_id_and_markers(pytester: pytest.Pytester)
     items, _ = pytester.inline_genitems("-p", "no:randomly")
     item = items[0]
     item.add_marker(pytest.mark.skip(reason="added late"))
+    assert isinstance(item, pytest.Function)
     twin = twin_of(item)
-    assert twin is not None
     assert twin is not item
     assert twin.nodeid == item.nodeid == "test_copy.py::test_p[1]"
     assert twin.parent is item.parent

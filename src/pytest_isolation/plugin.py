@@ -7,6 +7,7 @@ from collections.abc import Generator
 
 import pytest
 
+from pytest_isolation import lint
 from pytest_isolation.ci import quarantine
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
@@ -196,6 +197,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    lint.addoption(parser)
 
 
 class InputCheck:
@@ -251,6 +253,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
         twice_compatible(config)
         config.pluginmanager.register(Twice(config), names.TWICE)
+    if settings.lint != "off" and child is None:  # a spawned child's parent linted its file
+        from pytest_isolation.lint.check import register as register_lint
+
+        register_lint(config, settings)
     _register_quarantine(config)  # in children too: they make the reports
     lists_fixtures = _lists_fixtures(config)
     if not lists_fixtures:

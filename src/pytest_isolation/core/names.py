@@ -10,6 +10,8 @@ VERSION = "0.1.0.dev0"
 INPUT_CHECK = "isolation-input"
 #: The leak guard, in the parent and in file-mode children.
 GUARD = "isolation-guard"
+#: The isolation lint of test files, where they are collected (never in a file-mode child).
+LINT = "isolation-lint"
 #: File mode's controller (the parent side of file mode).
 CONTROLLER = "isolation-controller"
 #: The plugin inside a file-mode child that streams the file to the parent.

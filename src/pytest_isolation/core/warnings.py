@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 
@@ -21,3 +23,19 @@ class IsolationLintWarning(IsolationWarning):
     """A test file breaks a rule of isolated tests (the isolation lint)."""
 
     __module__ = "pytest_isolation"
+
+
+def blanket_error(warning: Warning) -> bool:
+    """Whether the filter that decides ``warning`` is an ``error`` filter for
+    warnings in general rather than for this plugin's (``-W error``,
+    ``filterwarnings = error``): the leak guard and the lint show their
+    warnings then, and obey only a filter that names them."""
+    text = str(warning)
+    for action, message, category, _module, _line in warnings.filters:
+        if not issubclass(type(warning), category):
+            continue
+        if message is not None and not message.match(text):
+            continue
+        named = isinstance(category, type) and issubclass(category, IsolationWarning)
+        return action == "error" and not named
+    return False

@@ -12,6 +12,7 @@ fails loudly when any of them changes.
 
 from __future__ import annotations
 
+import unittest
 from typing import Any
 
 import pytest
@@ -43,14 +44,28 @@ def release(item: pytest.Item) -> None:
         item.funcargs = None  # type: ignore[assignment]
 
 
-def twin_of(item: pytest.Item) -> pytest.Item | None:
+def not_repeatable(item: pytest.Item) -> str:
+    """Why ``item`` cannot run twice, or "": pytest has no way to copy an
+    item that is not a test function (a doctest, a plugin's own item type);
+    Hypothesis fails a ``@given`` method called on two instances of its class
+    (``HealthCheck.differing_executors``), and unittest makes a new instance
+    for every run of a ``TestCase`` method."""
+    if not isinstance(item, pytest.Function):
+        return type(item).__name__
+    if item.cls is not None and issubclass(item.cls, unittest.TestCase) and _hypothesis(item):
+        return "Hypothesis test in a unittest.TestCase"
+    return ""
+
+
+def _hypothesis(item: pytest.Function) -> bool:
+    return bool(getattr(item.function, "is_hypothesis_test", False))
+
+
+def twin_of(item: pytest.Function) -> pytest.Function:
     """A new item of the same test function, beside it (the same parent, so
     the same higher-scoped fixtures, and the same node id), with its markers
     and its fixture closure (``_fixtureinfo``, which holds the definitions of
-    direct parameters); None for an item that is not a test function
-    (a doctest, a plugin's own item type), which pytest has no way to copy."""
-    if not isinstance(item, pytest.Function):
-        return None
+    direct parameters)."""
     kwargs: dict[str, Any] = {
         "name": item.name,
         "callspec": getattr(item, "callspec", None),
@@ -58,7 +73,9 @@ def twin_of(item: pytest.Item) -> pytest.Item | None:
         "keywords": item.keywords,
         "originalname": item.originalname,
     }
-    if item.instance is None:  # a method gets a new instance, as each test does
+    if item.instance is None or _hypothesis(item):
+        # A method gets a new instance, as each test does; a Hypothesis test
+        # the same one (Hypothesis refuses a @given method called on another).
         kwargs["callobj"] = item.obj
     twin = type(item).from_parent(item.parent, **kwargs)
     twin.own_markers = list(item.own_markers)  # with those plugins added after collection

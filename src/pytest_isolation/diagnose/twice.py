@@ -33,8 +33,10 @@ from pytest_isolation.diagnose import phases
 #: On a report of a failed repeat (it crosses processes: file mode, xdist):
 #: what the first run left changed, one line each.
 REPEAT_ATTR = "isolation_repeat"
-#: On the call report of a test that ran once only: the type of its item.
+#: On the call report of a test that ran once only: why (the type of its item).
 ONCE_ATTR = "isolation_once"
+#: On an item that runs once only: why.
+ONCE = pytest.StashKey[str]()
 KIND = "passes once, fails when repeated"
 SECTION = f"isolation: {KIND}"
 NOTHING_SEEN = (
@@ -89,11 +91,12 @@ class Twice:
     ) -> bool | None:
         if item.stash.get(FILE_PLACEHOLDER, False):
             return None  # file mode's parent: the child runs the file's tests twice
-        twin = phases.twin_of(item)
-        if twin is None:
+        why = phases.not_repeatable(item)
+        if why or not isinstance(item, pytest.Function):
+            item.stash[ONCE] = why
             return None  # pytest runs it once; its call report says so
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        run_twice(item, twin, nextitem)
+        run_twice(item, phases.twin_of(item), nextitem)
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
@@ -102,9 +105,8 @@ class Twice:
         self, item: pytest.Item
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        once = not isinstance(item, pytest.Function) and not item.stash.get(FILE_PLACEHOLDER, False)
-        if report.when == "call" and once:
-            setattr(report, ONCE_ATTR, type(item).__name__)
+        if report.when == "call" and ONCE in item.stash:
+            setattr(report, ONCE_ATTR, item.stash[ONCE])
         return report
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:

@@ -30,8 +30,8 @@ from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.records import Leak
-from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
+from pytest_isolation.core.warnings import blanket_error
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import imports
 from pytest_isolation.guard import tracked
@@ -902,26 +902,12 @@ def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
     ``--isolation-leaks=error`` fails the test."""
     __tracebackhide__ = True
     with warnings.catch_warnings():
-        if _blanket_error(warning):
+        if blanket_error(warning):
             warnings.simplefilter("always", type(warning))
         if isinstance(node, pytest.Item) and node.location[1] is None:
             warnings.warn_explicit(warning, type(warning), str(node.path), 0)
         else:
             node.warn(warning)
-
-
-def _blanket_error(warning: Warning) -> bool:
-    """Whether the filter that decides ``warning`` is an ``error`` filter for
-    warnings in general rather than for this plugin's."""
-    text = str(warning)
-    for action, message, category, _module, _line in warnings.filters:
-        if not issubclass(type(warning), category):
-            continue
-        if message is not None and not message.match(text):
-            continue
-        named = isinstance(category, type) and issubclass(category, IsolationWarning)
-        return action == "error" and not named
-    return False
 
 
 def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
