@@ -459,6 +459,19 @@ def test_xdist_reports_each_finding_once(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*= isolation lint =*", "1 finding in 1 file;*"])
 
 
+def test_xdist_error_mode_fails_the_file_as_a_collection_error(pytester: pytest.Pytester) -> None:
+    """Every worker fails the file's collection, reported once; as with any
+    collection error under pytest-xdist, the other files still run, and the
+    run fails."""
+    pytester.makepyfile(**LEAKY)
+    xdist = ("-p", "xdist", "-n", "2", "--isolation-leaks=off")
+    result = lint_run(pytester, *xdist, "--isolation-lint=error")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR collecting test_env.py*", "test_env.py:3: ISO203 *"])
+    assert result.stdout.str().count("ERROR collecting test_env.py") == 1
+
+
 def test_findings_come_from_the_cache_on_a_rerun(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(**LEAKY)
     lint_run(pytester, "--isolation-lint=warn").assert_outcomes(passed=2)
