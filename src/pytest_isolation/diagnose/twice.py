@@ -153,8 +153,7 @@ def run_twice(item: pytest.Item, twin: pytest.Item, nextitem: pytest.Item | None
     try:
         setup = phases.run_phase(item, "setup", log=True)
         call = phases.run_phase(item, "call", log=True) if setup.passed else None
-        session = item.session
-        stopping = bool(session.shouldfail or session.shouldstop)
+        stopping = _stopping(item)
         if call is None or not call.passed or hasattr(call, "wasxfail") or stopping:
             phases.run_phase(item, "teardown", log=True, nextitem=None if stopping else nextitem)
             return
@@ -184,14 +183,20 @@ def _run(item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.TestRep
         reports = [phases.run_phase(item, "setup", log=False)]
         if reports[0].passed:
             reports.append(phases.run_phase(item, "call", log=False))
-        session = item.session
-        stopping = session.shouldfail or session.shouldstop
         reports.append(
-            phases.run_phase(item, "teardown", log=False, nextitem=None if stopping else nextitem)
+            phases.run_phase(
+                item, "teardown", log=False, nextitem=None if _stopping(item) else nextitem
+            )
         )
     finally:
         phases.release(item)
     return reports
+
+
+def _stopping(item: pytest.Item) -> bool:
+    """The session is about to stop: the teardown tears everything down (no
+    next item), as pytest's runner does, and no test runs again."""
+    return bool(item.session.shouldfail or item.session.shouldstop)
 
 
 def _teardown(first: pytest.TestReport, last: pytest.TestReport) -> pytest.TestReport:

@@ -466,7 +466,8 @@ class LeakGuard:
             value_leaks = self._fixture_value_leaks(self.window, restore=repeat != "first")
         result = yield
         if repeat == "first" and self.window is not None:
-            return self._first_run_ended(item, self.window, value_leaks, result)
+            self._first_run_ended(item, self.window, value_leaks)
+            return result
         window, self.window = self.window, None
         self.listening = False
         self.imports.listening = False
@@ -515,9 +516,7 @@ class LeakGuard:
         if pending and self.policy == "error":
             pytest.fail("\n".join(pending), pytrace=False)
 
-    def _first_run_ended(
-        self, item: pytest.Item, window: Window, value_leaks: list[Leak], result: None
-    ) -> None:
+    def _first_run_ended(self, item: pytest.Item, window: Window, value_leaks: list[Leak]) -> None:
         """``--isolation-twice``: the first of a test's two runs has ended.
         What it left changed is reported as a single run's leaks would be, and
         kept for the repeat's report; nothing is put back, so the repeat starts
@@ -528,7 +527,6 @@ class LeakGuard:
         leaks = value_leaks + self._peek(window) + self._leftovers(window)
         item.stash[FIRST_RUN_LEFT] = leaks
         self._fail_test(self._settle(leaks, item))
-        return result
 
     def _peek(self, window: Window) -> list[Leak]:
         """The window's leaks so far, as :meth:`_close` would find them, with
