@@ -288,7 +288,7 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
     pytester.path.joinpath("app", "state.py").write_text(textwrap.dedent(PROJECT))
     pytester.makepyfile(test_attributes=ATTRIBUTE_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=12, warnings=8)
+    result.assert_outcomes(passed=12, warnings=11)
     result.stdout.fnmatch_lines(
         [
             "*test_global_flag leaked app.state.DEBUG (was False, now True);"
@@ -305,8 +305,17 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
         ],
         consecutive=False,
     )
-    result.stdout.no_fnmatch_line("*test_lazy_initialisation_is_fine leaked*")
-    result.stdout.no_fnmatch_line("*test_new_attribute_is_fine leaked*")
+    # What looks like lazy initialisation is the test's leak when the test
+    # module's own code does it (issue 29): only the project's own code
+    # creating state lazily is routine.
+    result.stdout.fnmatch_lines(
+        [
+            "*test_lazy_initialisation_is_fine leaked app.state.Service._cache (was None, now {})*",
+            "*test_lazy_initialisation_is_fine leaked app.state._client (was None, now <object*",
+            "*test_new_attribute_is_fine leaked app.state.added_later (was unset, now 1)*",
+        ],
+        consecutive=False,
+    )
     result.stdout.no_fnmatch_line("*test_submodule_import_is_fine leaked*")
 
 
@@ -488,7 +497,7 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
     )
     pytester.makepyfile(test_deep=DEEP, test_next=DEEP_NEXT_FILE)
     default = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", "-v", timeout=TIMEOUT)
-    default.assert_outcomes(passed=7, failed=1, warnings=1)
+    default.assert_outcomes(passed=7, failed=1, warnings=2)
     default.stdout.fnmatch_lines(
         [literal("E       AssertionError: assert (['seed', 'more'] == ['seed']*")]
     )
@@ -496,8 +505,9 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
         [
             "*test_logger_handler leaked the handlers/filters of logger 'app' "
             "(was none, now handlers [[]<NullHandler (NOTSET)>], 0 filter(s))*",
-            "isolation: routine state of 3 tests put back (1 created lazily, 2 filled lazily*",
-            "  [[]attribute] app.state._client, created lazily (now <object *",
+            # The test module's own code sets it: the test's leak, not routine.
+            "*test_lazy_initialisation leaked app.state._client (was None, now <object *",
+            "isolation: routine state of 2 tests put back (2 filled lazily*",
             "  [[]container] app.state.QUEUE (mutated in place), filled lazily (added 1)*",
             "  [[]container] app.state.REGISTRY (mutated in place), filled lazily (added 'x')*",
         ],
@@ -508,7 +518,7 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
     deep = pytester.runpytest_subprocess(
         *mode, "-p", "no:randomly", "--isolation-leaks-deep", "-v", timeout=TIMEOUT
     )
-    deep.assert_outcomes(passed=8, warnings=2)
+    deep.assert_outcomes(passed=8, warnings=3)
     deep.stdout.fnmatch_lines(
         [
             "*test_fixture_value leaked the value of fixture 'shared' (scope=module), mutated in "

@@ -240,7 +240,8 @@ def _write_suite(pytester: pytest.Pytester) -> None:
 #: never a leak.
 ROUTINE = (
     "isolation: routine state of 3 tests put back"
-    " (2 created lazily, 1 filled lazily; not leaks; -v lists them)"
+    " (2 created lazily, 1 filled lazily, 1 module first imported, taken out again;"
+    " not leaks; -v lists them)"
 )
 
 
@@ -261,12 +262,13 @@ def test_clean_suite_s_routine_state_is_listed_with_v(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(
         [
             "isolation: routine state of 3 tests put back"
-            " (2 created lazily, 1 filled lazily; not leaks)",
-            # Created once, shared by the file's tests, put back at its end.
+            " (2 created lazily, 1 filled lazily, 1 module first imported, taken out again;"
+            " not leaks)",
+            # Put back after each test, so each of the three creates it again.
             "  [[]attribute] app.config.Service.instance, created lazily (now <app.config.Service*)"
-            " (tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
+            " (3 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
             "  [[]attribute] app.config._settings, created lazily (now {'home': *})"
-            " (tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
+            " (3 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
             "  [[]container] app.config._cache (mutated in place), filled lazily (added 1)"
             " (3 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
         ]

@@ -226,7 +226,7 @@ def test_a_counter_advanced_by_every_test_is_one_line_and_no_warning(
     result.stdout.no_fnmatch_line("*LeakedStateWarning*")
     lines = [line for line in result.outlines if "isolation:" in line and "file" not in line]
     assert lines == [
-        "isolation: routine state of 31 tests put back (1 counters advanced; not leaks; "
+        "isolation: routine state of 31 tests put back (1 counter advanced; not leaks; "
         "-v lists them)"
     ]
 
@@ -274,7 +274,7 @@ def test_a_private_cache_rebuilt_is_routine_and_a_public_one_a_leak(
     result.stdout.fnmatch_lines(
         [
             "*test_resets_the_registry leaked lexers.Registry.PLUGINS*",
-            "*routine state of 3 tests put back (1 private caches rebuilt; not leaks)*",
+            "*routine state of 3 tests put back (1 private cache rebuilt; not leaks)*",
             "  [[]attribute[]] lexers.Lexer._all_tokens * (3 tests, first *test_lexes[[]basic[]])",
         ]
     )

@@ -178,7 +178,7 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             "isolation: routine state of 1 fixture put back "
-            "(1 left by fixtures after the last test; not leaks)",
+            "(1 left by a fixture after the last test; not leaks)",
             literal(
                 "  [env] os.environ['SLOPPY'] (was unset, now 'x'), at conftest.py:5 "
                 "(fixture 'sloppy' (scope=session))"

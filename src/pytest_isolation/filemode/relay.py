@@ -22,6 +22,7 @@ from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
+from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import crash
 from pytest_isolation.filemode import junit
@@ -115,6 +116,9 @@ class FileRelay:
         self.phases: set[str] = set()
         #: The exit status a plugin raised at the end of a child's session.
         self.status: int | None = None
+        #: Messages of leaks the run already warned about (their warning,
+        #: which follows the leak, is dropped).
+        self.repeated_leaks: set[str] = set()
         self._handlers: dict[str, Callable[..., None]] = {
             wire.HELLO: self._hello,
             wire.COLLECTREPORT: self._collectreport,
@@ -247,6 +251,11 @@ class FileRelay:
         location: tuple[str, int, str] | None,
     ) -> None:
         category = warning_category(module, qualname)
+        if issubclass(category, LeakedStateWarning) and message in self.repeated_leaks:
+            # One warning per changed thing per run: another file's process
+            # already warned about this key (the summary counts them all).
+            self.repeated_leaks.discard(message)
+            return
         record = warnings.WarningMessage(category(message), category, filename, lineno)
         self.config.hook.pytest_warning_recorded.call_historic(
             kwargs={"warning_message": record, "when": when, "nodeid": nodeid, "location": location}
@@ -256,7 +265,9 @@ class FileRelay:
         # Every attempt's leaks happened: recorded at once (the log drops repeats).
         guard = self.config.stash.get(GUARD_KEY, None)
         if guard is not None:
-            guard.record(Leak(**fields))
+            leak = Leak(**fields)
+            if not guard.record(leak):
+                self.repeated_leaks.add(leak.message())
 
     def _write(self, text: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

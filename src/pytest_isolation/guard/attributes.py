@@ -85,6 +85,10 @@ class _Saved:
             return False
 
 
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
 def _replaceable(value: object) -> bool:
     """Functions and classes: what a hand-made patch replaces."""
     return isinstance(value, BEHAVIOUR) and not isinstance(value, property)
@@ -179,7 +183,9 @@ class Attributes:
             # class's is.
             instance = not isinstance(space.owner, (type, types.ModuleType))
             for name in space.copy.keys() | live.keys():
-                if name in skipped or (name.startswith("__") and name.endswith("__")):
+                # A module's or class's dunders are the interpreter's; an
+                # object's (``self.__initialised__``) are its own state.
+                if name in skipped or (not instance and _dunder(name)):
                     continue
                 old, new = space.copy.get(name, MISSING), live.get(name, MISSING)
                 if instance and (new is MISSING or old is MISSING):
@@ -242,6 +248,9 @@ class Watchlist:
         self.patched: dict[int, Space] = {}
         #: Module-level objects of project classes (and those in module-level containers).
         self.objects: list[Space] = []
+        #: What test modules assign (``Base.extra = 1``), by the owner's id and
+        #: the attribute: a change there is the test's doing, never routine.
+        self.assigned: dict[tuple[int, str], object] = {}
         self._project_types: dict[str, bool] = {}
         #: Imported test modules, whose UPPER_CASE containers are watched.
         self.test_modules: dict[str, Space] = {}
@@ -262,6 +271,42 @@ class Watchlist:
             return False
         parts = Path(path).parts
         return "site-packages" not in parts and "dist-packages" not in parts
+
+    def project_module(self, name: str, module: types.ModuleType) -> bool:
+        """A module of the project (not a test file, conftest or library)."""
+        return self._is_project(name, module)
+
+    def forget(self, names: set[str]) -> None:
+        """Modules taken out of ``sys.modules``: no longer watched (a later
+        import makes a new module, watched anew)."""
+        if not names:
+            return
+
+        def gone(prefix: str) -> bool:
+            return any(prefix == name or prefix.startswith(f"{name}.") for name in names)
+
+        for name in names:
+            self.project.pop(name, None)
+            self._seen.pop(name, None)
+        self.classes = [space for space in self.classes if not gone(space[0])]
+        self.objects = [space for space in self.objects if not gone(space[0])]
+        self._dirty = True
+
+    def assigned_by_a_test(self, owner: object, attribute: str) -> bool:
+        return self.assigned.get((id(owner), attribute)) is owner
+
+    def project_logger(self, name: str) -> bool:
+        """A logger named after a package of the project."""
+        top = name.partition(".")[0]
+        module = sys.modules.get(top)
+        return module is not None and self._is_project(top, module)
+
+    def library_logger(self, name: str) -> bool:
+        """A logger named after an imported package that is not the
+        project's: an installed library's own logger."""
+        top = name.partition(".")[0]
+        module = sys.modules.get(top)
+        return module is not None and not self._is_project(top, module)
 
     def spaces_of(self, name: str, module: types.ModuleType) -> list[Space]:
         """A project module's namespaces: itself, its classes, its objects."""
@@ -353,6 +398,10 @@ class Watchlist:
         = ...``, ``factory.auto_assign_id = True``, ``setattr(cls, ...)``):
         each such object reached from the module's globals, a class, module
         or instance of anywhere, is watched per test from now on."""
+        for chain, attribute in assigned_attributes(source):
+            owner = _resolve(vars(module), chain)
+            if owner is not MISSING and owner is not module:
+                self.assigned[(id(owner), attribute)] = owner
         for chain in assigned_chains(source):
             owner = _resolve(vars(module), chain)
             if owner is MISSING or owner is module:
@@ -511,6 +560,18 @@ def assigned_chains(source: str) -> list[tuple[str, ...]]:
             names = [name.strip() for name in match.group(2).split(".")]
             chains.add(tuple(names[:-1]))
     return sorted(chain for chain in chains if chain and chain[0] not in ("self", "cls"))
+
+
+def assigned_attributes(source: str) -> set[tuple[tuple[str, ...], str]]:
+    """The attributes a module's code assigns with ``a.b.c = 1`` (or an
+    augmented assignment): ``(("a", "b"), "c")``.  Not ``setattr(...)``,
+    which is mostly ``monkeypatch.setattr``, undone by itself."""
+    found = set()
+    for match in _ASSIGNED.finditer(source):
+        names = [name.strip() for name in match.group(1).split(".")]
+        if len(names) > 1 and names[0] not in ("self", "cls"):
+            found.add((tuple(names[:-1]), names[-1]))
+    return found
 
 
 def _classes_of(name: str, module: types.ModuleType) -> Iterable[Space]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_isolation.guard.attributes import Space
+from pytest_isolation.guard.process import LibraryLogger
 from pytest_isolation.guard.process import module_logger
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
@@ -38,15 +39,38 @@ def items_of(container: Any) -> tuple[object, ...]:
     return tuple(container)
 
 
+#: How many containers held one level down in a watched container are watched too.
+NESTED_PER_CONTAINER = 64
+
+
 def _containers_in(
     spaces: list[Space], watched: Callable[[str], bool] = lambda name: not name.startswith("__")
 ) -> dict[str, Content]:
-    """The containers bound in these namespaces, by ``prefix.name``."""
+    """The containers bound in these namespaces, by ``prefix.name``, and
+    those held one level down in them (``CONFIG['db']``, ``RULES[0]``):
+    ``CONFIG['db']['host'] = 'x'`` changes only the inner one."""
+    found: dict[str, Content] = {}
+    for prefix, owner in spaces:
+        for name, value in list(vars(owner).items()):
+            if issubclass(type(value), CONTAINERS) and watched(name):
+                key = f"{prefix}.{name}"
+                found[key] = Content(value)
+                found.update(_nested(key, value))
+    return found
+
+
+def _nested(key: str, container: Any) -> dict[str, Content]:
+    kind = type(container)
+    if issubclass(kind, dict):
+        pairs = list(dict.items(container))[:NESTED_PER_CONTAINER]
+    elif issubclass(kind, (list, collections.deque)):
+        pairs = list(enumerate(items_of(container)))[:NESTED_PER_CONTAINER]
+    else:
+        return {}
     return {
-        f"{prefix}.{name}": Content(value)
-        for prefix, owner in spaces
-        for name, value in list(vars(owner).items())
-        if issubclass(type(value), CONTAINERS) and watched(name)
+        f"{key}[{index!r}]": Content(item)
+        for index, item in pairs
+        if issubclass(type(item), CONTAINERS)
     }
 
 
@@ -184,8 +208,9 @@ class Containers:
             return True
         # A test module's constant: a leak only when what its import put in
         # is gone or changed (tests that record into SEEN = {} for a later
-        # test of the file are the file's own business).
-        return not new.keeps(first)
+        # test of the file are the file's own business).  A container held
+        # inside one (``CONST['a']``) is part of what the import put in.
+        return key.endswith("]") or not new.keeps(first)
 
     def restore(self, key: str, old: object) -> None:
         assert isinstance(old, Content)
@@ -201,6 +226,9 @@ class LoggerConfig(Flat):
 
     name = "logger"
     hint = "use caplog, or undo the logging configuration in a fixture"
+
+    def __init__(self, library: LibraryLogger = module_logger) -> None:
+        self.library = library
 
     def read(self) -> dict[str, object]:
         return {
@@ -229,7 +257,7 @@ class LoggerConfig(Flat):
         if new is MISSING:
             return False
         if old is MISSING:  # a logger created in the window
-            return new != ((), ()) and not module_logger(key)
+            return new != ((), ()) and not self.library(key)
         return True
 
     def restore(self, key: str, old: object) -> None:

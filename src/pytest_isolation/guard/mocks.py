@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,31 @@ def record_start_sites(locate: Locate | None) -> Locate | None:
 
 def active_patches() -> list[Any]:
     return list(_patch_registry())
+
+
+#: Where the time patchers keep what is active: freezegun's ``freeze_time``
+#: (context manager, decorator or ``start()``) and time-machine's ``travel``.
+_TIME_PATCHERS = (("freezegun.api", "freeze_factories"), ("time_machine", "coordinates_stack"))
+
+
+def time_patched() -> bool:
+    """Whether a freezegun or time-machine patcher is active."""
+    return any(getattr(sys.modules.get(name), key, None) for name, key in _TIME_PATCHERS)
+
+
+#: Modules whose objects stand in for real ones while a patch is active.
+STAND_IN_MODULES = frozenset({"unittest.mock", "freezegun.api", "time_machine"})
+
+
+def stand_in(value: object) -> bool:
+    """A patcher's stand-in: a mock, or freezegun's ``FakeDate`` and fake
+    functions (defined in :data:`STAND_IN_MODULES`)."""
+    try:
+        if isinstance(value, (type, types.FunctionType)):
+            return value.__module__ in STAND_IN_MODULES
+        return type(value).__module__ in STAND_IN_MODULES
+    except Exception:  # an odd object's __class__ may raise
+        return False
 
 
 def start_site(patch: object) -> str | None:

@@ -16,6 +16,8 @@ from typing import Any
 from typing import NamedTuple
 from typing import cast
 
+from pytest_isolation.guard.newmodules import NewModules
+from pytest_isolation.guard.newmodules import take_out
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
 from pytest_isolation.guard.state import Flat
@@ -131,6 +133,11 @@ class SysModules(Flat):
     name = "sys.modules"
     hint = "use monkeypatch.setitem(sys.modules, ...) or mock.patch.dict(sys.modules, ...)"
 
+    def __init__(self, new_modules: NewModules | None = None) -> None:
+        #: Which modules first imported in a window go out again (none without it).
+        self.new_modules = new_modules
+        self.removable: set[str] = set()
+
     def snapshot(self) -> object:
         saved = _Modules(sys.modules)
         saved.values_now = list(saved.values())
@@ -156,6 +163,13 @@ class SysModules(Flat):
             if saved.get(key, MISSING) is not value
         ]
         found += [(key, value, MISSING) for key, value in saved.items() if key not in now]
+        added = {
+            key: new
+            for key, old, new in found
+            if old is MISSING and isinstance(new, types.ModuleType)
+        }
+        if self.new_modules is not None and added:
+            self.removable = self.new_modules.removable(added)
         return found
 
     def label(self, key: str) -> str:
@@ -166,11 +180,17 @@ class SysModules(Flat):
             return False
         if key == "Path" and type(new).__module__.startswith("pyfakefs."):
             return False  # pyfakefs leaves it there by design, even after its fs fixture
-        return old is not MISSING or not isinstance(new, types.ModuleType)
+        if old is MISSING and isinstance(new, types.ModuleType):
+            return key in self.removable  # first imported: taken out where safe
+        return True
 
     def restore(self, key: str, old: object) -> None:
         if old is MISSING:
-            sys.modules.pop(key, None)
+            module = sys.modules.get(key)
+            if isinstance(module, types.ModuleType):
+                take_out(key, module)
+            else:
+                sys.modules.pop(key, None)
         else:
             sys.modules[key] = cast(types.ModuleType, old)
 
@@ -316,10 +336,15 @@ _LOGGER_DEFAULTS = (logging.NOTSET, False, True)
 
 
 def module_logger(name: str) -> bool:
-    """A logger named after an imported package (``werkzeug``, ``urllib3``,
-    the project's own): what a module sets up when it creates its logger, at
-    import or lazily at first use, is not the test's doing."""
+    """A logger named after an imported package (``werkzeug``, ``urllib3``):
+    what a library sets up when it creates its logger, at import or lazily
+    at first use, is not the test's doing."""
     return name.partition(".")[0] in sys.modules
+
+
+#: Whether a logger, created inside a window, is a library's own (see
+#: :func:`module_logger`); the guard narrows it to installed libraries.
+LibraryLogger = Callable[[str], bool]
 
 
 class Loggers(Flat):
@@ -331,6 +356,9 @@ class Loggers(Flat):
 
     name = "logging"
     hint = "use caplog.set_level, or pass disable_existing_loggers=False to dictConfig"
+
+    def __init__(self, library: LibraryLogger = module_logger) -> None:
+        self.library = library
 
     def read(self) -> dict[str, object]:
         return {
@@ -354,7 +382,7 @@ class Loggers(Flat):
     def is_leak(self, key: str, old: object, new: object) -> bool:
         if new is MISSING:
             return False
-        if old is MISSING and module_logger(key):
+        if old is MISSING and self.library(key):
             return False
         # A logger created during the test lives on: only its defaults are clean.
         return new != (old if old is not MISSING else _LOGGER_DEFAULTS)

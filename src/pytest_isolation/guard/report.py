@@ -16,13 +16,17 @@ import pytest
 
 from pytest_isolation.core.records import Leak
 
-#: How the routine line counts each kind.
+#: How the routine line counts each kind: (one, many).
 KIND_NOUNS = {
-    "counter": "counters advanced",
-    "created": "created lazily",
-    "filled": "filled lazily",
-    "rebuilt": "private caches rebuilt",
-    "ended": "left by fixtures after the last test",
+    "counter": ("counter advanced", "counters advanced"),
+    "created": ("created lazily", "created lazily"),
+    "filled": ("filled lazily", "filled lazily"),
+    "rebuilt": ("private cache rebuilt", "private caches rebuilt"),
+    "ended": ("left by a fixture after the last test", "left by fixtures after the last test"),
+    "imported": (
+        "module first imported, taken out again",
+        "modules first imported, taken out again",
+    ),
 }
 
 
@@ -89,7 +93,9 @@ class LeakLog:
         kinds: dict[str, int] = defaultdict(int)
         for leaks in routine:
             kinds[leaks[0].routine] += 1
-        counts = ", ".join(f"{count} {KIND_NOUNS[kind]}" for kind, count in sorted(kinds.items()))
+        counts = ", ".join(
+            f"{count} {KIND_NOUNS[kind][count != 1]}" for kind, count in sorted(kinds.items())
+        )
         verbose = reporter.config.get_verbosity() > 0
         more = "" if verbose else "; -v lists them"
         reporter.write_line(

@@ -28,6 +28,7 @@ KINDS = {
     "filled": "filled lazily",
     "rebuilt": "a private cache rebuilt",
     "ended": "left by a fixture finalized after the last test",
+    "imported": "first imported, taken out again",
 }
 
 #: Methods whose presence makes a value a resource (kept when created lazily).
@@ -42,6 +43,8 @@ COUNTER_NAME = re.compile(r"count|seq|serial|next|index|idx|total|hits|calls|tic
 
 def classify(category: str, key: str, old: object, new: object, owner: object = None) -> str:
     """The routine kind of ``old -> new`` (see :data:`KINDS`), or ``""`` for a leak."""
+    if category == "sys.modules" and old is MISSING and isinstance(new, types.ModuleType):
+        return "imported"
     if category == "attribute":
         name = key.rpartition(".")[2]
         if type(old) is int and type(new) is int and new > old and COUNTER_NAME.search(name):

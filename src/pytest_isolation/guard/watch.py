@@ -33,6 +33,7 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.warnings import blanket_error
 from pytest_isolation.guard import allow
+from pytest_isolation.guard import bindings
 from pytest_isolation.guard import imports
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.attributes import COMMON_STDLIB
@@ -52,9 +53,12 @@ from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import patched_by
 from pytest_isolation.guard.mocks import record_start_sites
 from pytest_isolation.guard.mocks import resume_pyfakefs
+from pytest_isolation.guard.mocks import stand_in
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.mocks import target_of
+from pytest_isolation.guard.mocks import time_patched
+from pytest_isolation.guard.newmodules import NewModules
 from pytest_isolation.guard.process import IMPORT_SYSTEM
 from pytest_isolation.guard.process import INTERPRETER
 from pytest_isolation.guard.process import PROCESS
@@ -63,6 +67,7 @@ from pytest_isolation.guard.process import Environ
 from pytest_isolation.guard.process import Loggers
 from pytest_isolation.guard.process import SysModules
 from pytest_isolation.guard.process import WorkingDirectory
+from pytest_isolation.guard.process import module_logger
 from pytest_isolation.guard.process import text
 from pytest_isolation.guard.report import LeakLog
 from pytest_isolation.guard.routine import KINDS
@@ -92,8 +97,6 @@ from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
 from pytest_isolation.guard.windows import same_items
 
-#: Routine kinds put back at the file's end rather than after each test.
-DEFERRED = frozenset({"created", "filled", "rebuilt"})
 #: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
 MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"})
 #: Patchers are stopped first: that puts back everything they changed.
@@ -138,17 +141,18 @@ class LeakGuard:
         self.watch = Watchlist(config.rootpath, self.sites.roots)
         self.attributes = Attributes(self.sites)
         self.containers = Containers()
+        self.sys_modules = SysModules(NewModules(self.watch.project_module))
         categories: list[Category] = [
             MockPatches(),
             FakeFilesystem(),
             Environ(),
             WorkingDirectory(),
-            SysModules(),
+            self.sys_modules,
             IMPORT_SYSTEM,
             INTERPRETER,
             ROOT_LOGGER,
-            Loggers(),
-            LoggerConfig(),
+            Loggers(self.watch.library_logger),
+            LoggerConfig(self.watch.library_logger),
             PROCESS,
             self.attributes,
             self.containers,
@@ -169,8 +173,6 @@ class LeakGuard:
         self.pending: list[str] = []
         #: Sites of environment writes and chdir seen in the open window.
         self.seen: Seen = {}
-        #: Routine state created or filled lazily in this file: its value before.
-        self.deferred: dict[tuple[Category, str], object] = {}
         #: Keys a library's import set during the current file (import-time state).
         self.imported: set[tuple[str, str]] = set()
         self.listening = False
@@ -221,8 +223,29 @@ class LeakGuard:
         if self.window is None or not self.listening:
             return
         spaces = self.watch.spaces_of(module.__name__, module)
+        if self._under_patch(self.window, module):
+            self.window.patched_imports.add(module.__name__)
         self.attributes.adopt(self.tier.saved.get(self.attributes), spaces)
         self.containers.adopt(self.tier.saved.get(self.containers), spaces)
+
+    def _under_patch(self, window: Window, module: types.ModuleType) -> bool:
+        """Whether a module's import ended while a patch was in effect: a
+        time patcher, a mock patch started in the window, or a name it bound
+        by ``from x import y`` where ``x.y`` is not what it was when the
+        window opened (a ``with mock.patch(...)``, a hand-made patch).  Such
+        a module holds stand-ins; the test that imported it may rely on it
+        staying (freezegun puts the real values into it when it stops)."""
+        if time_patched():
+            return True
+        if any(not any(p is q for q in window.patches) for p in active_patches()):
+            return True
+        saved = self.tier.saved.get(self.attributes)
+        before = {space.prefix: space.copy for space in saved} if isinstance(saved, list) else {}
+        for source, name in bindings.from_imports(module).values():
+            was = before.get(source, {}).get(name, MISSING)
+            if was is not MISSING and was is not getattr(sys.modules.get(source), name, was):
+                return True
+        return False
 
     def _module_written(self, module: types.ModuleType, name: str) -> None:
         if not self.listening:
@@ -294,7 +317,10 @@ class LeakGuard:
         found = [
             item
             for item in changes(self.tier, before)
-            if not pytest_path_insert(item, collector.path) and not self._library_set(item)
+            if not pytest_path_insert(item, collector.path)
+            and not self._library_set(item)
+            and not _first_import(item)
+            and not _package_logger(item)
         ]
         self.tier.rebase()  # the tests of this file start from what the import left
         owner = f"{collector.nodeid} (at import)"
@@ -420,7 +446,7 @@ class LeakGuard:
             self._start_file(item)
         self.leftovers.start()
         self.seen.clear()
-        self.window = Window(item.nodeid, "test", allowances, item=item)
+        self.window = Window(item.nodeid, "test", allowances, item=item, patches=active_patches())
         self.listening = True
         self.imports.listening = True
         result = yield
@@ -482,7 +508,6 @@ class LeakGuard:
             file_window, self.file_window = self.file_window, None
             leaks = self._close(file_window, self.file_tier)
             self.imported.clear()
-            self._put_back_deferred()
             for leak in leaks:
                 owner = self.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
@@ -607,6 +632,7 @@ class LeakGuard:
             item
             for item in found
             if not allow.allowed(self.allowances, item.category.name, self._subject(item))
+            and not _first_import(item)
         ]
         leaks = self._restore(owner, "fixture", found, {**seen, **self.seen})
         if self.last_teardown:
@@ -689,14 +715,42 @@ class LeakGuard:
 
     def _found(self, window: Window, tier: Tier, saved: dict[Category, object]) -> list[Found]:
         """What changed in ``tier`` since ``saved`` that is the window's own leak."""
+        found = changes(tier, saved)
+        keys = {item.key for item in found if item.category.name == "attribute"}
         return [
             item
-            for item in changes(tier, saved)
+            for item in found
             if not window.excused((item.category, item.key), item.old, item.new)
+            and not self._toward_real_value(item, keys)
             and not pytest_package_insert(item, window.item)
+            and not (
+                _first_import(item)
+                and (window.kind != "test" or item.key in window.patched_imports)
+            )
             and (item.category.name, item.key) not in self.imported
             and not allow.allowed(window.allowances, item.category.name, self._subject(item))
         ]
+
+    def _toward_real_value(self, item: Found, changed: set[str]) -> bool:
+        """A patch's stand-in replaced by the real value: never put back
+        (see :mod:`pytest_isolation.guard.bindings`).  Either the old value
+        is a mock or a time patcher's fake and the new one is not, or the
+        name was bound by ``from x import y`` and now holds ``x.y`` again,
+        where ``x.y`` itself did not change in the window."""
+        if stand_in(item.old) and not stand_in(item.new):
+            return True
+        where = getattr(item.category, "where", {}).get(item.key)
+        if item.category.name != "attribute" or where is None:
+            return False
+        owner, name = where
+        source = (
+            bindings.from_imports(owner).get(name) if isinstance(owner, types.ModuleType) else None
+        )
+        return (
+            source is not None
+            and ".".join(source) not in changed
+            and bindings.holds_real_value(owner, name, item.new)
+        )
 
     def _restore(
         self,
@@ -735,11 +789,6 @@ class LeakGuard:
             # resolved its filter backends to them), and old and new would mix.
             reimport = _part_of_reimport(item, reimported)
             put_back = not via and not keep and not reimport and item.category.name != "mock"
-            if put_back and kind == "test" and routine in DEFERRED:
-                # Shared by the file's tests, as the project builds it; put
-                # back when the file ends (rebuilding after every test costs).
-                self.deferred.setdefault((item.category, item.key), item.old)
-                put_back = False
             closed = put_back and is_closed(item.old)
             if put_back and not closed:
                 try:
@@ -762,29 +811,22 @@ class LeakGuard:
             leaks.append((item, leak))
         return fold_reimports(leaks)
 
-    def _put_back_deferred(self) -> None:
-        """At a file's end: routine state its tests created or filled lazily
-        goes back to how it was before the file (the next file starts from
-        the state the imports left)."""
-        deferred, self.deferred = self.deferred, {}
-        if not self.restores:
-            return
-        for (category, key), old in deferred.items():
-            try:
-                category.restore(key, old)
-            except Exception:  # reported as routine already; nothing to warn about
-                continue
-        for category in {category for category, _ in deferred}:
-            self.tier.renew(category)
-
     def _routine(self, item: Found) -> str:
         if isinstance(item.old, Content) and isinstance(item.new, Content):
             if self.containers.constant_of_a_test_module(item.key):
                 return ""
             return "filled" if item.new.grew_from(item.old) else ""
-        owner = getattr(item.category, "where", {}).get(item.key, (None,))[0]
+        if item.category.name in ("logging", "logger") and item.old is MISSING:
+            # A project logger created in the window and set up (a level, a
+            # handler): the project's own setup.  Disabling it is not.
+            new = item.new
+            disabled = item.category.name == "logging" and isinstance(new, tuple) and bool(new[1])
+            return "created" if self.watch.project_logger(item.key) and not disabled else ""
+        owner, name = getattr(item.category, "where", {}).get(item.key, (None, ""))
         if isinstance(owner, types.ModuleType) and owner.__name__ in COMMON_STDLIB:
             return ""  # os.SEEK_SET = 5 is no counter
+        if owner is not None and self.watch.assigned_by_a_test(owner, name):
+            return ""  # a test module's own code sets it: ``Base.extra = 1``
         return classify(item.category.name, item.key, item.old, item.new, owner)
 
     def _subject(self, item: Found) -> str:
@@ -862,9 +904,10 @@ class LeakGuard:
                 self.pending.append(leak.message())
         return escalated
 
-    def record(self, leak: Leak) -> None:
-        """A leak found in a file-mode child, for this (the parent's) summary."""
-        self.log.add(leak)
+    def record(self, leak: Leak) -> bool:
+        """A leak found in a file-mode child, for this (the parent's) summary;
+        whether it is the run's first of its key (the one to warn about)."""
+        return self.log.add(leak)
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
         leaks = self.log.by_owner.values()
@@ -973,6 +1016,25 @@ def _same_kind(old: object, new: object) -> bool:
         return False
     a, b = type(old), type(new)
     return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
+def _first_import(item: Found) -> bool:
+    """A module first imported in the window (taken out again only after a test)."""
+    return (
+        item.category.name == "sys.modules"
+        and item.old is MISSING
+        and isinstance(item.new, types.ModuleType)
+    )
+
+
+def _package_logger(item: Found) -> bool:
+    """At import: a logger named after an imported package, created and set
+    up by that package's import."""
+    return (
+        item.category.name in ("logging", "logger")
+        and item.old is MISSING
+        and (module_logger(item.key))
+    )
 
 
 def _module_of(item: Found) -> str:

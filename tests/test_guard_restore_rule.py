@@ -1,0 +1,275 @@
+"""The guard's restore rule: everything a test changed is put back before the
+next test starts, in the same file as in another, in a plain run and in file
+mode; the summary says only what is true; a patch's stand-in is never put
+back (issue 29)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from tests.conftest import GUARD_MODES
+from tests.conftest import TIMEOUT
+from tests.conftest import literal
+
+PROJECT = """
+import logging
+ITEMS = []
+CONFIG = {"db": {"host": "localhost"}}
+class Base:
+    pass
+class Model:
+    @classmethod
+    def setup(cls):
+        cls._fields = ["a"]
+class Service:
+    _instance = None
+    value = 0
+    @classmethod
+    def get(cls):
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+class Factory:
+    _seq = 0
+    @classmethod
+    def make(cls):
+        cls._seq += 1
+        return f"user{cls._seq}"
+class Thing:
+    def __init__(self):
+        self.__initialised__ = False
+THING = Thing()
+class Rule:
+    def __init__(self):
+        self.hits = 0
+RULES = [Rule(), Rule()]
+named = logging.getLogger("proj.named")
+named.addHandler(logging.NullHandler())
+def output():
+    import sys
+    return "json" if "proj.extra" in sys.modules else "plain"
+"""
+
+#: name: (polluter body, victim body, whether it is a leak the polluter is named for).
+PATTERNS = {
+    "registry-appended": ("s.ITEMS.append(1)", "assert s.ITEMS == []", False),
+    "class-attribute-new": ("s.Base.extra = 1", "assert not hasattr(s.Base, 'extra')", True),
+    "classmethod-sets-fields": ("s.Model.setup()", "assert '_fields' not in vars(s.Model)", False),
+    "singleton-changed": ("s.Service.get().value = 5", "assert s.Service.get().value == 0", False),
+    "third-party-class": (
+        "mock.MagicMock.content = 5",
+        "assert 'content' not in vars(mock.MagicMock)",
+        True,
+    ),
+    "test-constant-nested": (
+        "CONST['a'].append(3)",
+        "assert CONST['a'] == [1, 2]",
+        True,
+    ),
+    "project-dict-nested": (
+        "s.CONFIG['db']['host'] = 'prod'",
+        "assert s.CONFIG['db']['host'] == 'localhost'",
+        True,
+    ),
+    "factory-sequence": ("s.Factory.make()", "assert s.Factory.make() == 'user1'", False),
+    "initialised-flag": (
+        "s.THING.__initialised__ = True",
+        "assert s.THING.__initialised__ is False",
+        True,
+    ),
+    "handler-formatter": (
+        "s.named.handlers[0].setFormatter(logging.Formatter('X %(message)s'))",
+        "assert s.named.handlers[0].formatter is None",
+        True,
+    ),
+    "logger-created-disabled": (
+        "logging.getLogger('proj.fresh').disabled = True",
+        "assert not logging.getLogger('proj.fresh').disabled",
+        True,
+    ),
+    "object-in-module-list": (
+        "s.RULES[0].hits += 5",
+        "assert s.RULES[0].hits == 0",
+        False,  # a counter: routine
+    ),
+    "module-imported": ("import proj.extra", "assert s.output() == 'plain'", False),
+}
+
+HEADER = """
+import logging
+from unittest import mock
+import proj.state as s
+CONST = {"a": [1, 2]}
+"""
+
+
+def _suite(pytester: pytest.Pytester, polluter: str, victim: str, same_file: bool) -> str:
+    """Write the project and the tests; the polluter's node id."""
+    pytester.makepyfile(
+        **{"proj/__init__.py": "", "proj/state.py": PROJECT, "proj/extra.py": "X = 1\n"}
+    )
+    first = f"{HEADER}\ndef test_polluter():\n    {polluter}\n"
+    second = f"\ndef test_victim():\n    {victim}\n"
+    if same_file:
+        pytester.makepyfile(test_a=first + second)
+    else:
+        pytester.makepyfile(test_a=first, test_b=HEADER + second)
+    return "test_a.py::test_polluter"
+
+
+@pytest.mark.parametrize("same_file", [True, False], ids=["same-file", "two-files"])
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+@pytest.mark.parametrize("mode", sorted(GUARD_MODES))
+def test_the_victim_sees_the_state_of_before(
+    pytester: pytest.Pytester, name: str, same_file: bool, mode: str
+) -> None:
+    polluter, victim, leak = PATTERNS[name]
+    owner = _suite(pytester, polluter, victim, same_file)
+    result = pytester.runpytest_subprocess(*GUARD_MODES[mode], "-v", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    if leak:
+        result.stdout.fnmatch_lines([literal(f"*LeakedStateWarning: {owner} leaked *")])
+        result.stdout.fnmatch_lines(["*isolation: 1 test leaked state*", f"  by {owner}"])
+    else:
+        result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+        result.stdout.fnmatch_lines(
+            ["isolation: routine state of * put back (*; not leaks)", f"*{owner})"]
+        )
+
+
+def test_the_polluter_runs_alone_as_the_oracle(pytester: pytest.Pytester) -> None:
+    """The oracle of every pattern: without the plugin, the victim fails
+    after its polluter (so each case above is a real pollution)."""
+    failed = []
+    for name, (polluter, victim, _) in sorted(PATTERNS.items()):
+        for path in pytester.path.glob("test_*.py"):
+            path.unlink()
+        _suite(pytester, polluter, victim, same_file=True)
+        result = pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT)
+        if result.parseoutcomes().get("failed") == 1:
+            failed.append(name)
+    assert failed == sorted(PATTERNS)
+
+
+FREEZEGUN = {
+    "late_mod.py": "from datetime import date\n",
+    "test_fg.py": """
+        import sys, datetime
+        from freezegun import freeze_time
+
+        def test_import_inside_freeze():
+            with freeze_time("2012-01-14"):
+                import late_mod
+            assert late_mod.date is datetime.date
+
+        def test_later_test_sees_real_date():
+            assert sys.modules["late_mod"].date is datetime.date
+    """,
+}
+
+MOCK_DURING_IMPORT = {
+    "helpers.py": "def fetch():\n    return 'real'\n",
+    "late_client.py": "from helpers import fetch\n\ndef go():\n    return fetch()\n",
+    "test_mock.py": """
+        import sys
+        from unittest import mock
+        import helpers
+
+        def test_import_inside_patch():
+            patcher = mock.patch("helpers.fetch", return_value="fake")
+            patcher.start()
+            import late_client
+            assert late_client.go() == "fake"
+            patcher.stop()
+            late_client.fetch = helpers.fetch  # the test puts the real one back itself
+            assert late_client.go() == "real"
+
+        def test_later_test_sees_real_fetch():
+            assert sys.modules["late_client"].go() == "real"
+    """,
+}
+
+MOCK_CONTEXT_DURING_IMPORT = {
+    "late_date.py": "from datetime import date\n",
+    "test_mock_cm.py": """
+        import sys, datetime
+        from unittest import mock
+
+        class FakeDate(datetime.date):
+            pass
+
+        def test_import_inside_patch():
+            with mock.patch("datetime.date", FakeDate):
+                import late_date
+            late_date.date = datetime.date
+
+        def test_later_test_sees_real_date():
+            assert sys.modules["late_date"].date is datetime.date
+    """,
+}
+
+
+@pytest.mark.parametrize(
+    "files",
+    [FREEZEGUN, MOCK_DURING_IMPORT, MOCK_CONTEXT_DURING_IMPORT],
+    ids=["freezegun", "mock-start", "mock-context"],
+)
+@pytest.mark.parametrize("mode", sorted(GUARD_MODES))
+def test_a_patch_active_at_import_is_never_put_back(
+    pytester: pytest.Pytester, files: dict[str, str], mode: str
+) -> None:
+    pytester.makepyfile(**{name: textwrap.dedent(text) for name, text in files.items()})
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT)
+    plain.assert_outcomes(passed=2)
+    result = pytester.runpytest_subprocess(*GUARD_MODES[mode], timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+    result.stdout.no_fnmatch_line("*leaked state*")
+
+
+def test_patching_both_names_by_hand_is_still_a_leak(pytester: pytest.Pytester) -> None:
+    """A name bound by ``from x import y`` that holds ``x.y`` is left alone
+    only when ``x.y`` itself did not change in the window."""
+    pytester.makepyfile(
+        helpers="def fetch():\n    return 'real'\n",
+        client="from helpers import fetch\n\ndef go():\n    return fetch()\n",
+        test_h="""
+            import helpers, client
+
+            def fake():
+                return "fake"
+
+            def test_polluter():
+                helpers.fetch = fake
+                client.fetch = fake
+
+            def test_victim():
+                assert client.go() == "real"
+        """,
+    )
+    result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines(["*test_polluter leaked client.fetch*"])
+
+
+def test_a_module_a_stayer_holds_is_not_taken_out(pytester: pytest.Pytester) -> None:
+    """A module first imported in a test that a module which stays then
+    holds (here the test module) stays in ``sys.modules``: taking it out
+    would leave two copies of it."""
+    pytester.makepyfile(
+        **{"proj/__init__.py": "", "proj/extra.py": "class Error(Exception):\n    pass\n"},
+        test_a="""
+            import sys
+
+            def test_loads():
+                global extra
+                import proj.extra as extra
+
+            def test_same_module():
+                assert sys.modules["proj.extra"] is extra
+        """,
+    )
+    result = pytester.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*modules first imported*")
