@@ -682,3 +682,62 @@ def test_pytest_s_own_package_set_up_is_no_leak(
         ["*LeakedStateWarning: pkg/snippets/b.txt::inserts leaked sys.path*"]
     )
     assert "a.txt::clean leaked" not in result.stdout.str()
+
+
+@pytest.fixture
+def displayhook_library() -> Iterator[str]:
+    """A module in site-packages whose import sets ``sys.displayhook`` (``sys``
+    has no write tracking, so no site tells the guard who set it)."""
+    name = f"isolation_fake_display_{uuid.uuid4().hex[:8]}"
+    path = Path(sysconfig.get_paths()["purelib"], f"{name}.py")
+    path.write_text("import sys\ndef hook(value):\n    pass\nsys.displayhook = hook\n")
+    try:
+        yield name
+    finally:
+        path.unlink()
+
+
+def test_a_library_s_import_in_a_test_is_not_the_test_s_leak(
+    pytester: pytest.Pytester, mode: tuple[str, ...], displayhook_library: str
+) -> None:
+    """Whichever file imports the library first, in a plain run and in file
+    mode: what its import put in place is import-time state (issue 29)."""
+    pytester.makepyfile(
+        test_d=f"def test_a():\n    import {displayhook_library}\ndef test_b():\n    pass\n",
+        test_e=f"import {displayhook_library}\ndef test_c():\n    pass\n",
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=3)
+    result.stdout.no_fnmatch_line("*displayhook*")
+
+
+def test_the_logging_plugin_s_handlers_are_the_run_s(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """Flask's suite: a fixture that saves the root logger's handlers during a
+    phase and puts them back leaves the logging plugin's own handlers there
+    until the next phase takes them off; that is neither the first test of
+    the next file's leak nor something to put back (issue 29)."""
+    pytester.makepyfile(
+        test_logging="""
+        import logging
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def reset_logging(pytestconfig):
+            root_handlers = logging.root.handlers[:]
+            logging.root.handlers = []
+            plugin = pytestconfig.pluginmanager.unregister(name="logging-plugin")
+            yield
+            logging.root.handlers[:] = root_handlers
+            if plugin:
+                pytestconfig.pluginmanager.register(plugin, "logging-plugin")
+
+        def test_one():
+            logging.getLogger("app").warning("x")
+        """,
+        test_basic="def test_basic():\n    pass\n",
+    )
+    result = run(pytester, mode)
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*leaked*")

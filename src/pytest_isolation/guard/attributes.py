@@ -52,6 +52,10 @@ SKIPPED = {
     "builtins": frozenset({"_"}),
 }
 
+#: A logger's state that the ``logging`` and ``logger`` categories compare
+#: (and the logging plugin changes around every phase), not attributes.
+LOGGER_COVERED = frozenset({"handlers", "filters", "level", "disabled", "propagate", "_cache"})
+
 #: Packages never scanned: pytest's machinery (``warnings`` is rebound by
 #: pytest's per-test warning capture) and this plugin.
 MACHINERY = frozenset({"pytest", "_pytest", "pluggy", "pytest_isolation", "__main__", "warnings"})
@@ -83,6 +87,18 @@ class _Saved:
             return len(self.live) == len(self.values) and list(self.live.values()) == self.values
         except Exception:  # an item's __eq__ failed: it was replaced
             return False
+
+
+def _name_rank(prefix: str, owner: object) -> tuple[bool, int, str]:
+    """How good a name is for a namespace: a module and a class by their
+    own name; an object first by a global of the module its class is
+    defined in, then by the shortest name, then alphabetically."""
+    if isinstance(owner, types.ModuleType):
+        return (prefix != owner.__name__, 0, prefix)
+    if isinstance(owner, type):
+        return (prefix != f"{owner.__module__}.{owner.__qualname__}", 0, prefix)
+    home = type(owner).__module__
+    return (prefix.rpartition(".")[0] != home, prefix.count("."), prefix)
 
 
 def _dunder(name: str) -> bool:
@@ -176,6 +192,8 @@ class Attributes:
             if space.unchanged():
                 continue
             skipped = SKIPPED.get(space.prefix, frozenset())
+            if isinstance(space.owner, logging.Logger):
+                skipped = LOGGER_COVERED
             live = dict(space.live)
             # An object's attribute appearing or going away is a cache filled
             # or dropped (Django's settings, DRF's api_settings, which lists
@@ -429,9 +447,14 @@ class Watchlist:
             *self.objects,
             *self.patched.values(),
         ]
+        # One object reached under many names (``from tools.registry import
+        # registry`` in 33 modules) is one namespace, named where it is
+        # defined, so its keys are the same in every process and every order.
         unique: dict[int, Space] = {}
         for prefix, owner in spaces:
-            unique.setdefault(id(owner), (prefix, owner))
+            known = unique.get(id(owner))
+            if known is None or _name_rank(prefix, owner) < _name_rank(known[0], owner):
+                unique[id(owner)] = (prefix, owner)
         return list(unique.values())
 
     def every_module(self) -> list[Space]:

@@ -172,6 +172,12 @@ class SysModules(Flat):
             self.removable = self.new_modules.removable(added)
         return found
 
+    def added_since(self, saved: object) -> set[str]:
+        """The names of modules imported since ``saved`` (none for no snapshot)."""
+        if not isinstance(saved, _Modules) or len(sys.modules) == len(saved):
+            return set()  # a removal and an import together: rare, and only narrows a rule
+        return {name for name in list(sys.modules) if name not in saved}
+
     def label(self, key: str) -> str:
         return f"sys.modules[{key!r}]"
 
@@ -300,12 +306,26 @@ def _set_profile(old: object) -> None:
     sys.setprofile(cast(Any, old))
 
 
+#: The logging plugin's handlers (``caplog``'s and the reports' capture, live
+#: logging, ``--log-file``) belong to the run: it adds and removes the same
+#: handler objects around every phase.  A fixture that saves the root's
+#: handlers during a phase and puts them back after it (Flask's suite) leaves
+#: them there until the next phase takes them off, which the guard must
+#: neither blame on the next test nor undo.
+_RUN_OWNED = "_pytest.logging"
+
+
+def _run_owned(handler: logging.Handler) -> bool:
+    return type(handler).__module__ == _RUN_OWNED
+
+
 def _root_handlers() -> object:
-    return tuple(logging.root.handlers)
+    return tuple(handler for handler in logging.root.handlers if not _run_owned(handler))
 
 
 def _set_root_handlers(old: object) -> None:
-    logging.root.handlers = list(cast(tuple[logging.Handler, ...], old))
+    owned = [handler for handler in logging.root.handlers if _run_owned(handler)]
+    logging.root.handlers = [*owned, *cast(tuple[logging.Handler, ...], old)]
 
 
 def _root_level() -> object:

@@ -76,11 +76,8 @@ class LeakLog:
             if self.policy == "quiet":
                 reporter.write_line("restored quietly; run with --isolation-leaks=warn for details")
                 return
-            for leaks in leaked:
-                first = leaks[0]
-                site = f", at {first.site}" if first.site else ""
-                undone = "" if first.restored else " (not undone)"
-                reporter.write_line(f"[{first.category}] {first.what}{site}{undone}")
+            for line, leaks in _per_object(leaked):
+                reporter.write_line(line)
                 reporter.write_line(f"  by {_owners(leaks)}")
         if routine:
             self._summarize_routine(reporter, routine)
@@ -109,6 +106,44 @@ class LeakLog:
             many = f"{count} tests, first " if count > 1 else ""
             site = f", at {first.site}" if first.site else ""
             reporter.write_line(f"  [{first.category}] {first.what}{site} ({many}{first.owner})")
+
+
+#: How many attributes of one object a summary line names before "and N more".
+NAMED_ATTRIBUTES = 5
+
+
+def _per_object(leaked: list[list[Leak]]) -> list[tuple[str, list[Leak]]]:
+    """One summary line per changed key, except that the attributes of one
+    object (a module, a class, an instance) changed together are one line:
+    ``[attribute] rich.box.ASCII: 29 attributes changed (top, bottom, ...)``."""
+    holders: dict[str, list[list[Leak]]] = defaultdict(list)
+    for leaks in leaked:
+        if leaks[0].category == "attribute" and leaks[0].restored:
+            holders[leaks[0].key.rpartition(".")[0]].append(leaks)
+    lines: list[tuple[str, list[Leak]]] = []
+    done: set[str] = set()
+    for leaks in leaked:
+        first = leaks[0]
+        holder = first.key.rpartition(".")[0]
+        group = holders.get(holder, []) if first.category == "attribute" else []
+        if len(group) > 1:
+            if holder not in done:
+                done.add(holder)
+                lines.append(_object_line(holder, group))
+            continue
+        site = f", at {first.site}" if first.site else ""
+        undone = "" if first.restored else " (not undone)"
+        lines.append((f"[{first.category}] {first.what}{site}{undone}", leaks))
+    return lines
+
+
+def _object_line(holder: str, group: list[list[Leak]]) -> tuple[str, list[Leak]]:
+    names = [leaks[0].key.rpartition(".")[2] for leaks in group]
+    shown = ", ".join(names[:NAMED_ATTRIBUTES])
+    if len(names) > NAMED_ATTRIBUTES:
+        shown += f" and {len(names) - NAMED_ATTRIBUTES} more"
+    every = [leak for leaks in group for leak in leaks]
+    return f"[attribute] {holder}: {len(names)} attributes changed ({shown})", every
 
 
 def _counted(leaks: list[Leak]) -> str:

@@ -81,6 +81,7 @@ from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.sites import listen
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.state import ListState
 from pytest_isolation.guard.state import difference
 from pytest_isolation.guard.state import equal
 from pytest_isolation.guard.state import is_closed
@@ -717,11 +718,13 @@ class LeakGuard:
         """What changed in ``tier`` since ``saved`` that is the window's own leak."""
         found = changes(tier, saved)
         keys = {item.key for item in found if item.category.name == "attribute"}
+        imported = self.sys_modules.added_since(saved.get(self.sys_modules))
         return [
             item
             for item in found
             if not window.excused((item.category, item.key), item.old, item.new)
             and not self._toward_real_value(item, keys)
+            and not self._set_by_a_library_import(item, imported)
             and not pytest_package_insert(item, window.item)
             and not (
                 _first_import(item)
@@ -730,6 +733,24 @@ class LeakGuard:
             and (item.category.name, item.key) not in self.imported
             and not allow.allowed(window.allowances, item.category.name, self._subject(item))
         ]
+
+    def _set_by_a_library_import(self, item: Found, imported: set[str]) -> bool:
+        """A function, class or object of an installed library that the
+        library's own import, inside the window, put in place (a package
+        that sets ``sys.displayhook`` when imported): import-time state, as
+        when a test module's import brings the library in.  Found by the
+        value, so the verdict is the same whichever file imports it first,
+        in a plain run and in file mode."""
+        if not imported or item.category.name != "attribute":
+            return False
+        value = item.new
+        home = getattr(value, "__module__", None)
+        if not isinstance(value, (type, types.FunctionType)):
+            home = type(value).__module__
+        if home not in imported:
+            return False
+        filename = getattr(sys.modules.get(home), "__file__", None)
+        return isinstance(filename, str) and self.sites.library(filename)
 
     def _toward_real_value(self, item: Found, changed: set[str]) -> bool:
         """A patch's stand-in replaced by the real value: never put back
@@ -862,6 +883,12 @@ class LeakGuard:
             what = f"{label}, created lazily (now {new})"
         elif same_items(item.old, item.new):
             what = f"{label} (rebound to a new list with the same items)"
+        elif isinstance(item.old, ListState) and isinstance(item.new, ListState):
+            # Long lists (sys.path, sys.meta_path) shorten to the same text: say what differs.
+            change = difference(item.old.items, item.new.items)
+            shortened = old == new or "..." in old or "..." in new
+            kept = any(x is y for x in item.old.items for y in item.new.items)
+            what = f"{label} ({change})" if change and shortened and kept else what
         elif isinstance(item.old, Content) and isinstance(item.new, Content):
             change = difference(item.old.plain(), item.new.plain())
             what = f"{label} ({change})" if change else what
