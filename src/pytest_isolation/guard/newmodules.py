@@ -26,12 +26,14 @@ nothing of the first import behind:
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import sys
 import sysconfig
 import types
 from collections.abc import Callable
 from collections.abc import Iterable
+from itertools import repeat
 
 #: Standard library packages whose import registers process-wide hooks.
 PROCESS_HOOKS = frozenset(
@@ -116,19 +118,20 @@ def _own_bases(module: types.ModuleType, taken: Iterable[types.ModuleType]) -> b
 
 def _held_by_others(candidates: dict[str, types.ModuleType]) -> set[str]:
     """Candidates a module that stays holds as a global (other than a parent
-    package's attribute for its submodule, which goes with it).  Compared by
-    identity through a dict of the modules (``id()`` raises an audit event
-    per call, which the guard's own audit hook would hear)."""
-    by_module = {module: name for name, module in candidates.items()}
+    package's attribute for its submodule, which goes with it).  Every
+    module's dict is scanned in C (``map(operator.is_, ...)``); only a dict
+    that holds a candidate is looked at name by name.  No ``id()``: each call
+    raises an audit event, which the guard's own audit hook would hear."""
     held: set[str] = set()
     for name, module in list(sys.modules.items()):
         if name in candidates or not isinstance(module, types.ModuleType):
             continue
-        for attribute, value in list(vars(module).items()):
-            if type(value) is not types.ModuleType and not isinstance(value, types.ModuleType):
+        values = list(vars(module).values())
+        for found, target in candidates.items():
+            if found in held or not any(map(operator.is_, values, repeat(target))):
                 continue
-            found = by_module.get(value)
-            if found is not None and f"{name}.{attribute}" != found:
+            holders = [key for key, value in vars(module).items() if value is target]
+            if any(f"{name}.{key}" != found for key in holders):
                 held.add(found)
     return held
 
