@@ -25,6 +25,8 @@ from typing import cast
 
 #: Told of each watched module once its code has run.
 Loaded = Callable[[types.ModuleType], None]
+#: Whether a module file (its spec's origin) is one to watch.
+Wanted = Callable[[str], bool]
 _loaded: Loaded | None = None
 _subclasses: dict[type, type] = {}
 _local = threading.local()
@@ -34,7 +36,7 @@ class ImportWatch:
     """The finder; it does nothing unless :attr:`wanted` says a spec's origin
     is the project's and a guard listens."""
 
-    def __init__(self, wanted: Callable[[str], bool]) -> None:
+    def __init__(self, wanted: Wanted) -> None:
         self.wanted = wanted
         self.listening = False
 

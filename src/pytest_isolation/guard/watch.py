@@ -34,9 +34,6 @@ from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.warnings import blanket_error
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import bindings
-from pytest_isolation.guard import imports
-from pytest_isolation.guard import tracked
-from pytest_isolation.guard.attributes import COMMON_STDLIB
 from pytest_isolation.guard.attributes import Attributes
 from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.deep import CONTAINERS
@@ -45,17 +42,15 @@ from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.deep import LoggerConfig
 from pytest_isolation.guard.deep import restore_content
 from pytest_isolation.guard.leftovers import Leftovers
+from pytest_isolation.guard.messages import describe
+from pytest_isolation.guard.messages import fold_reimports
+from pytest_isolation.guard.messages import subject
 from pytest_isolation.guard.mocks import FakeFilesystem
 from pytest_isolation.guard.mocks import MockPatches
 from pytest_isolation.guard.mocks import active_patches
-from pytest_isolation.guard.mocks import forgotten_monkeypatches
-from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import patched_by
-from pytest_isolation.guard.mocks import record_start_sites
 from pytest_isolation.guard.mocks import resume_pyfakefs
-from pytest_isolation.guard.mocks import stand_in
 from pytest_isolation.guard.mocks import start_site
-from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.mocks import target_of
 from pytest_isolation.guard.mocks import time_patched
 from pytest_isolation.guard.newmodules import NewModules
@@ -67,48 +62,27 @@ from pytest_isolation.guard.process import Environ
 from pytest_isolation.guard.process import Loggers
 from pytest_isolation.guard.process import SysModules
 from pytest_isolation.guard.process import WorkingDirectory
-from pytest_isolation.guard.process import module_logger
-from pytest_isolation.guard.process import text
+from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.report import LeakLog
-from pytest_isolation.guard.routine import KINDS
-from pytest_isolation.guard.routine import classify
-from pytest_isolation.guard.routine import holds_resource
-from pytest_isolation.guard.sites import BY_MONKEYPATCH
-from pytest_isolation.guard.sites import CWD_EVENTS
-from pytest_isolation.guard.sites import ENV_EVENTS
-from pytest_isolation.guard.sites import PROCESS_EVENTS
+from pytest_isolation.guard.restore import Restorer
 from pytest_isolation.guard.sites import Sites
-from pytest_isolation.guard.sites import listen
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
-from pytest_isolation.guard.state import ListState
-from pytest_isolation.guard.state import difference
-from pytest_isolation.guard.state import equal
-from pytest_isolation.guard.state import is_closed
-from pytest_isolation.guard.state import redefined
-from pytest_isolation.guard.windows import Found
+from pytest_isolation.guard.verdict import Verdict
+from pytest_isolation.guard.verdict import first_import
+from pytest_isolation.guard.verdict import package_logger
 from pytest_isolation.guard.windows import Owned
 from pytest_isolation.guard.windows import Seen
 from pytest_isolation.guard.windows import Tier
 from pytest_isolation.guard.windows import Window
 from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
-from pytest_isolation.guard.windows import pytest_package_insert
 from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
-from pytest_isolation.guard.windows import same_items
 
-#: Categories whose leaks a forgotten ``pytest.MonkeyPatch`` can explain.
-MONKEYPATCHABLE = frozenset({"env", "attribute", "cwd", "import", "sys.modules"})
 #: Patchers are stopped first: that puts back everything they changed.
 PATCHERS = ("mock", "fakefs")
 IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
-REIMPORT_HINT = (
-    "import it once; a test of an import can use monkeypatch.delitem(sys.modules, ...), "
-    "which puts the module back"
-)
-MONKEYPATCH_HINT = "call its undo(), or use the monkeypatch fixture or MonkeyPatch.context()"
-_CURRENT_TEST = (b"PYTEST_CURRENT_TEST", "PYTEST_CURRENT_TEST")
 #: The run's guard, for the parts that hand it leaks found elsewhere.
 GUARD_KEY = pytest.StashKey["LeakGuard"]()
 
@@ -172,15 +146,18 @@ class LeakGuard:
         self.scoped_values: dict[str, tuple[str, object]] = {}
         self.values_saved: dict[str, tuple[str, Content]] = {}
         self.pending: list[str] = []
-        #: Sites of environment writes and chdir seen in the open window.
-        self.seen: Seen = {}
-        #: Keys a library's import set during the current file (import-time state).
-        self.imported: set[tuple[str, str]] = set()
-        self.listening = False
+        self.recorders = Recorders(
+            self.sites, self.leftovers, self.watch.project_origin, self._module_loaded
+        )
+        self.verdict = Verdict(
+            self.watch, self.containers, self.sys_modules, self.sites, self.recorders.imported
+        )
+        self.restorer = Restorer(self.verdict, self.recorders, self.restores)
+        #: Sites of writes seen in the open window, and keys a library's import set.
+        self.seen = self.recorders.seen
+        self.imported = self.recorders.imported
         #: In the teardown of the last test (of the run, or of a file's process).
         self.last_teardown = False
-        self.imports = imports.ImportWatch(self.watch.project_origin)
-        self._outer: tuple[Any, Any, Any, Any] | None = None
         #: The process whose state the snapshots are of.
         self.pid = _getpid()
 
@@ -201,27 +178,15 @@ class LeakGuard:
             name = getattr(plugin, "__name__", "") if hasattr(plugin, "__file__") else ""
             if name and os.path.basename(str(plugin.__file__)) != "conftest.py":
                 self.watch.plugin_packages.add(name.partition(".")[0])
-        tracked.start()
-        self._outer = (
-            listen(self._heard),
-            record_start_sites(self.sites.caller),
-            tracked.on_write,
-            imports.install(self.imports, self._module_loaded),
-        )
-        tracked.on_write = self._module_written
+        self.recorders.install()
 
     def pytest_unconfigure(self) -> None:
-        if self._outer is not None:
-            listen(self._outer[0])
-            record_start_sites(self._outer[1])
-            tracked.on_write = self._outer[2]
-            imports.uninstall(self.imports, self._outer[3])
-            tracked.stop()
+        self.recorders.uninstall()
 
     def _module_loaded(self, module: types.ModuleType) -> None:
         """A project module imported inside a test: its state as its import
         left it is the test's starting point."""
-        if self.window is None or not self.listening:
+        if self.window is None or not self.recorders.listening:
             return
         spaces = self.watch.spaces_of(module.__name__, module)
         if self._under_patch(self.window, module):
@@ -247,37 +212,6 @@ class LeakGuard:
             if was is not MISSING and was is not getattr(sys.modules.get(source), name, was):
                 return True
         return False
-
-    def _module_written(self, module: types.ModuleType, name: str) -> None:
-        if not self.listening:
-            return
-        key = ("attribute", f"{module.__name__}.{name}")
-        try:  # inside the test's own setattr: never raise into it
-            site, importing = self.sites.locate()
-        except Exception:
-            return
-        if importing:
-            self.imported.add(key)
-        elif site:
-            self.seen[key] = site
-
-    def _heard(self, event: str, args: tuple[Any, ...]) -> None:
-        if event in PROCESS_EVENTS:
-            self.leftovers.spawned = True
-        elif not self.listening:
-            return
-        elif event in ENV_EVENTS:
-            if args and args[0] not in _CURRENT_TEST:
-                key = ("env", text(args[0]))
-                site, importing = self.sites.locate()
-                if importing:
-                    self.imported.add(key)
-                elif site:
-                    self.seen[key] = site
-        elif event in CWD_EVENTS:
-            site = self.sites.caller()
-            if site:
-                self.seen[("cwd", "cwd")] = site
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -308,20 +242,20 @@ class LeakGuard:
         self._refresh_watch()
         before = self.tier.take()
         self.imported.clear()
-        self.listening = True
+        self.recorders.start(imports_too=False)
         try:
             report = yield
         finally:
-            self.listening = False
+            self.recorders.stop()
         if report.passed:
             self._watch_test_module(collector)
         found = [
             item
             for item in changes(self.tier, before)
             if not pytest_path_insert(item, collector.path)
-            and not self._library_set(item)
-            and not _first_import(item)
-            and not _package_logger(item)
+            and not self.verdict.library_set(item)
+            and not first_import(item)
+            and not package_logger(item)
         ]
         self.tier.rebase()  # the tests of this file start from what the import left
         owner = f"{collector.nodeid} (at import)"
@@ -346,11 +280,19 @@ class LeakGuard:
         module_site = self.sites.relative(str(collector.path))
         leaks = fold_reimports(
             [
-                (item, self._leak(owner, "file", item, IMPORT_HINT, site, routine=routine))
+                (
+                    item,
+                    describe(
+                        owner,
+                        "file",
+                        item,
+                        IMPORT_HINT,
+                        self.recorders.site_of(item, start_site(item.new) or module_site),
+                        self.verdict.routine(item),
+                    ),
+                )
                 for item in found
-                if not allow.allowed(allowances, item.category.name, self._subject(item))
-                for site in (start_site(item.new) or module_site,)
-                for routine in (self._routine(item),)
+                if not allow.allowed(allowances, item.category.name, subject(item))
             ]
         )
         self.seen.clear()
@@ -367,29 +309,6 @@ class LeakGuard:
             report.outcome = "failed"
             report.longrepr = "\n".join(leak.message() for leak in leaked)
         return report
-
-    def _library_set(self, item: Found) -> bool:
-        """At import: a function or class of an installed library put in
-        place, or a key a library's module code set (werkzeug's debugger sets
-        ``sys.displayhook`` when imported): that library's import-time setup,
-        not the test module's."""
-        if (item.category.name, item.key) in self.imported:
-            return True
-        if item.category.name == "import" and item.key in ("sys.meta_path", "sys.path_hooks"):
-            # six appends its importer to sys.meta_path when it is imported
-            old, new = getattr(item.old, "items", ()), getattr(item.new, "items", ())
-            added = [x for x in new if not any(x is y for y in old)]
-            kept = all(any(x is y for y in new) for x in old)
-            return kept and bool(added) and all(self._library_object(x) for x in added)
-        code = getattr(item.new, "__code__", None)
-        filename = getattr(code, "co_filename", None)
-        return isinstance(filename, str) and self.sites.library(filename)
-
-    def _library_object(self, value: object) -> bool:
-        """An object (or class) defined by an installed library."""
-        kind = value if isinstance(value, type) else type(value)
-        filename = getattr(sys.modules.get(kind.__module__), "__file__", None)
-        return isinstance(filename, str) and self.sites.library(filename)
 
     def _watch_test_module(self, collector: pytest.Module) -> None:
         """Watch an imported test module's constants and what it assigns.
@@ -423,8 +342,7 @@ class LeakGuard:
         if item.stash.get(REPEAT, "") == "again" and self.window is not None:
             # --isolation-twice: the repeat starts from what the first run left, in its window.
             self.leftovers.start()
-            self.listening = True
-            self.imports.listening = True
+            self.recorders.start()
             return (yield)
         allowances, bad_marker = self.allowances, None
         if allow.MARKER in item.keywords:
@@ -448,8 +366,7 @@ class LeakGuard:
         self.leftovers.start()
         self.seen.clear()
         self.window = Window(item.nodeid, "test", allowances, item=item, patches=active_patches())
-        self.listening = True
-        self.imports.listening = True
+        self.recorders.start()
         result = yield
         if bad_marker is not None:
             pytest.fail(bad_marker, pytrace=False)
@@ -496,8 +413,7 @@ class LeakGuard:
             self._first_run_ended(item, self.window, value_leaks)
             return result
         window, self.window = self.window, None
-        self.listening = False
-        self.imports.listening = False
+        self.recorders.stop()
         escalated = []
         if window is not None:
             leaks = value_leaks + self._close(window, self.tier) + self._leftovers(window)
@@ -548,8 +464,7 @@ class LeakGuard:
         kept for the repeat's report; nothing is put back, so the repeat starts
         from it, and the window stays open until the repeat's teardown."""
         __tracebackhide__ = True
-        self.listening = False
-        self.imports.listening = False
+        self.recorders.stop()
         leaks = value_leaks + self._peek(window) + self._leftovers(window)
         item.stash[FIRST_RUN_LEFT] = leaks
         self._fail_test(self._settle(leaks, item))
@@ -558,18 +473,18 @@ class LeakGuard:
         """The window's leaks so far, as :meth:`_close` would find them, with
         nothing restored and the snapshots left as they were."""
         changed = self.tier.changed()
-        found = self._found(window, Tier(changed), self.tier.saved)
+        found = self.verdict.found(window, Tier(changed), self.tier.saved)
         return fold_reimports(
             [
                 (
                     item,
-                    self._leak(
+                    describe(
                         window.owner,
                         window.kind,
                         item,
                         item.category.hint,
-                        start_site(item.new) if item.category.name == "mock" else None,
-                        routine=self._routine(item),
+                        self.recorders.site_of(item, start_site(item.new)),
+                        self.verdict.routine(item),
                     ),
                 )
                 for item in found
@@ -632,10 +547,10 @@ class LeakGuard:
         found = [
             item
             for item in found
-            if not allow.allowed(self.allowances, item.category.name, self._subject(item))
-            and not _first_import(item)
+            if not allow.allowed(self.allowances, item.category.name, subject(item))
+            and not first_import(item)
         ]
-        leaks = self._restore(owner, "fixture", found, {**seen, **self.seen})
+        leaks = self.restorer.restore(owner, "fixture", found, {**seen, **self.seen})
         if self.last_teardown:
             # Finalized after the last test (of the run, or of the file's
             # process): no test can see what it left; put back, not warned.
@@ -708,207 +623,11 @@ class LeakGuard:
         leaks: list[Leak] = []
         for first in (True, False):
             group = [c for c in changed if (c.name in PATCHERS) == first]
-            found = self._found(window, Tier(group), tier.saved)
-            leaks += self._restore(window.owner, window.kind, found)
+            found = self.verdict.found(window, Tier(group), tier.saved)
+            leaks += self.restorer.restore(window.owner, window.kind, found)
         for category in changed:
             tier.renew(category)
         return leaks
-
-    def _found(self, window: Window, tier: Tier, saved: dict[Category, object]) -> list[Found]:
-        """What changed in ``tier`` since ``saved`` that is the window's own leak."""
-        found = changes(tier, saved)
-        keys = {item.key for item in found if item.category.name == "attribute"}
-        imported = self.sys_modules.added_since(saved.get(self.sys_modules))
-        return [
-            item
-            for item in found
-            if not window.excused((item.category, item.key), item.old, item.new)
-            and not self._toward_real_value(item, keys)
-            and not self._set_by_a_library_import(item, imported)
-            and not pytest_package_insert(item, window.item)
-            and not (
-                _first_import(item)
-                and (window.kind != "test" or item.key in window.patched_imports)
-            )
-            and (item.category.name, item.key) not in self.imported
-            and not allow.allowed(window.allowances, item.category.name, self._subject(item))
-        ]
-
-    def _set_by_a_library_import(self, item: Found, imported: set[str]) -> bool:
-        """A function, class or object of an installed library that the
-        library's own import, inside the window, put in place (a package
-        that sets ``sys.displayhook`` when imported): import-time state, as
-        when a test module's import brings the library in.  Found by the
-        value, so the verdict is the same whichever file imports it first,
-        in a plain run and in file mode."""
-        if not imported or item.category.name != "attribute":
-            return False
-        value = item.new
-        home = getattr(value, "__module__", None)
-        if not isinstance(value, (type, types.FunctionType)):
-            home = type(value).__module__
-        if home not in imported:
-            return False
-        filename = getattr(sys.modules.get(home), "__file__", None)
-        return isinstance(filename, str) and self.sites.library(filename)
-
-    def _toward_real_value(self, item: Found, changed: set[str]) -> bool:
-        """A patch's stand-in replaced by the real value: never put back
-        (see :mod:`pytest_isolation.guard.bindings`).  Either the old value
-        is a mock or a time patcher's fake and the new one is not, or the
-        name was bound by ``from x import y`` and now holds ``x.y`` again,
-        where ``x.y`` itself did not change in the window."""
-        if stand_in(item.old) and not stand_in(item.new):
-            return True
-        where = getattr(item.category, "where", {}).get(item.key)
-        if item.category.name != "attribute" or where is None:
-            return False
-        owner, name = where
-        source = (
-            bindings.from_imports(owner).get(name) if isinstance(owner, types.ModuleType) else None
-        )
-        return (
-            source is not None
-            and ".".join(source) not in changed
-            and bindings.holds_real_value(owner, name, item.new)
-        )
-
-    def _restore(
-        self,
-        owner: str,
-        kind: str,
-        found: list[Found],
-        seen: Seen | None = None,
-    ) -> list[Leak]:
-        """Put leaked state back: patchers stopped, forgotten MonkeyPatches
-        undone, the rest key by key."""
-        if not found or not self.restores:
-            return []  # the watch policy reports nothing: no message to build
-        leaks = []
-        sites = {
-            id(item.new): start_site(item.new) for item in found if item.category.name == "mock"
-        }
-        stop_patches([item.new for item in found if item.category.name == "mock"])
-        undone = set()
-        routines = [self._routine(item) for item in found]
-        candidates = [  # a heap scan: only for what could be a MonkeyPatch's leak
-            (item.category.name, item.key, item.old)
-            for item, routine in zip(found, routines, strict=True)
-            if item.category.name in MONKEYPATCHABLE and not routine
-        ]
-        if candidates:
-            for patcher in forgotten_monkeypatches(candidates):
-                undone |= {(category, key) for category, key, _ in monkeypatch_records(patcher)}
-                patcher.undo()
-        reimported = _reimported_modules(found)
-        for item, routine in zip(found, routines, strict=True):
-            hint = item.category.hint
-            via = (item.category.name, item.key) in undone
-            keep = routine == "created" and holds_resource(item.new)
-            # A re-import is reported, never undone: code elsewhere already
-            # holds the new classes (Django REST framework's api_settings
-            # resolved its filter backends to them), and old and new would mix.
-            reimport = _part_of_reimport(item, reimported)
-            put_back = not via and not keep and not reimport and item.category.name != "mock"
-            closed = put_back and is_closed(item.old)
-            if put_back and not closed:
-                try:
-                    item.category.restore(item.key, item.old)
-                except Exception as error:
-                    hint = f"could not be restored ({error!r}); {hint}"
-            leak = self._leak(owner, kind, item, hint, sites.get(id(item.new)), seen, routine)
-            if keep:
-                what = f"{leak.what}, kept: it holds a resource"
-                leak = dataclasses.replace(leak, what=what, restored=False)
-            elif reimport:
-                leak = dataclasses.replace(leak, restored=False)
-            elif closed:
-                what = f"{leak.what}; the old value is closed, so it was not put back"
-                leak = dataclasses.replace(leak, what=what, restored=False)
-            if via or leak.site.endswith(BY_MONKEYPATCH):
-                site = leak.site.removesuffix(BY_MONKEYPATCH)
-                what = f"{leak.what} through a pytest.MonkeyPatch never undone"
-                leak = dataclasses.replace(leak, what=what, site=site, hint=MONKEYPATCH_HINT)
-            leaks.append((item, leak))
-        return fold_reimports(leaks)
-
-    def _routine(self, item: Found) -> str:
-        if isinstance(item.old, Content) and isinstance(item.new, Content):
-            if self.containers.constant_of_a_test_module(item.key):
-                return ""
-            return "filled" if item.new.grew_from(item.old) else ""
-        if item.category.name in ("logging", "logger") and item.old is MISSING:
-            # A project logger created in the window and set up (a level, a
-            # handler): the project's own setup.  Disabling it is not.
-            new = item.new
-            disabled = item.category.name == "logging" and isinstance(new, tuple) and bool(new[1])
-            return "created" if self.watch.project_logger(item.key) and not disabled else ""
-        owner, name = getattr(item.category, "where", {}).get(item.key, (None, ""))
-        if isinstance(owner, types.ModuleType) and owner.__name__ in COMMON_STDLIB:
-            return ""  # os.SEEK_SET = 5 is no counter
-        if owner is not None and self.watch.assigned_by_a_test(owner, name):
-            return ""  # a test module's own code sets it: ``Base.extra = 1``
-        return classify(item.category.name, item.key, item.old, item.new, owner)
-
-    def _subject(self, item: Found) -> str:
-        subject = getattr(item.category, "subject", None)
-        return str(subject(item.key, item.old, item.new)) if subject else item.key
-
-    def _leak(
-        self,
-        owner: str,
-        kind: str,
-        item: Found,
-        hint: str,
-        started: str | None = None,
-        seen: Seen | None = None,
-        routine: str = "",
-    ) -> Leak:
-        category = item.category
-        if category.name == "mock":
-            subject = self._subject(item)
-            what = f"an unstopped mock patch of {subject}"
-            return Leak(owner, kind, "mock", subject, what, site=started or "", hint=hint)
-        site = (self.seen if seen is None else seen).get((category.name, item.key), "")
-        show_key = getattr(category, "show_key", None)
-        if show_key is not None:
-            old, new = show_key(item.key, item.old), show_key(item.key, item.new)
-        else:
-            old, new = category.show(item.old), category.show(item.new)
-        label = category.label(item.key)
-        what = f"{label} (was {old}, now {new})"
-        if routine == "counter":
-            what = f"{label}, a counter (was {old}, now {new})"
-        elif routine == "created":
-            what = f"{label}, created lazily (now {new})"
-        elif same_items(item.old, item.new):
-            what = f"{label} (rebound to a new list with the same items)"
-        elif isinstance(item.old, ListState) and isinstance(item.new, ListState):
-            # Long lists (sys.path, sys.meta_path) shorten to the same text: say what differs.
-            change = difference(item.old.items, item.new.items)
-            shortened = old == new or "..." in old or "..." in new
-            kept = any(x is y for x in item.old.items for y in item.new.items)
-            what = f"{label} ({change})" if change and shortened and kept else what
-        elif isinstance(item.old, Content) and isinstance(item.new, Content):
-            change = difference(item.old.plain(), item.new.plain())
-            what = f"{label} ({change})" if change else what
-            if routine:
-                what = f"{label}, {KINDS[routine]} ({change})"
-        elif item.old is not MISSING and equal(item.old, item.new):
-            what = f"{label} (rebound to a new, equal {type(item.new).__name__}: {new})"
-        elif isinstance(item.old, (dict, list, set)) and type(item.old) is type(item.new):
-            change = difference(item.old, item.new)
-            what = f"{label} (rebound to a new {type(item.new).__name__}: {change})"
-        return Leak(
-            owner,
-            kind,
-            category.name,
-            self._subject(item),
-            what,
-            site=site,
-            hint=hint,
-            routine=routine,
-        )
 
     def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
         """Record and report; returns the warnings ``-W error`` escalated, to raise
@@ -974,99 +693,3 @@ def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
             warnings.warn_explicit(warning, type(warning), str(node.path), 0)
         else:
             node.warn(warning)
-
-
-def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
-    """One leak per re-imported module instead of one per name in it: a test
-    that re-imports a module rebinds every function and class to a new object
-    of the same definition (and makes its module-level objects anew), and
-    replaces the module in ``sys.modules``."""
-    reimported = _reimported_modules([item for item, _ in leaks])
-    kept: list[Leak] = []
-    modules: dict[str, list[tuple[str, Leak]]] = {}
-    for item, leak in leaks:
-        if isinstance(item.old, types.ModuleType) and redefined(item.old, item.new):
-            # in sys.modules, or on its package
-            modules.setdefault("", []).append((item.old.__name__, leak))
-        elif _part_of_reimport(item, reimported):
-            modules.setdefault(_module_of(item), []).append((item.key.rpartition(".")[2], leak))
-        else:
-            kept.append(leak)
-    for module, found in modules.items():
-        first = found[0][1]
-        names = sorted({name for name, _ in found})
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        if module:
-            what = (
-                f"{module} re-imported: {len(names)} of its names are new objects of the "
-                f"same definitions ({shown})"
-            )
-            key = module
-        else:
-            count = f"{len(names)} module{'s' if len(names) != 1 else ''}"
-            what = f"sys.modules: {count} re-imported ({shown})"
-            key = "re-imported"
-        category = first.category if module else "sys.modules"
-        kept.append(
-            dataclasses.replace(first, category=category, key=key, what=what, hint=REIMPORT_HINT)
-        )
-    return kept
-
-
-def _reimported_modules(found: list[Found]) -> set[str]:
-    """Modules of which a function or class is a new object of the same definition."""
-    return {
-        _module_of(item)
-        for item in found
-        if item.category.name == "attribute"
-        and not isinstance(item.old, types.ModuleType)
-        and redefined(item.old, item.new)
-    }
-
-
-def _part_of_reimport(item: Found, reimported: set[str]) -> bool:
-    """A module re-imported (in ``sys.modules`` or on its package), or a name
-    of a re-imported module that its re-import made anew."""
-    if isinstance(item.old, types.ModuleType):
-        return redefined(item.old, item.new)
-    return (
-        item.category.name == "attribute"
-        and _module_of(item) in reimported
-        and (redefined(item.old, item.new) or _same_kind(item.old, item.new))
-    )
-
-
-def _same_kind(old: object, new: object) -> bool:
-    """Objects of one class, or of a class and its re-definition (not plain
-    values: an int that differs after a re-import was set to differ)."""
-    if isinstance(old, (str, bytes, int, float, complex, tuple, frozenset, type(None))):
-        return False
-    a, b = type(old), type(new)
-    return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
-
-
-def _first_import(item: Found) -> bool:
-    """A module first imported in the window (taken out again only after a test)."""
-    return (
-        item.category.name == "sys.modules"
-        and item.old is MISSING
-        and isinstance(item.new, types.ModuleType)
-    )
-
-
-def _package_logger(item: Found) -> bool:
-    """At import: a logger named after an imported package, created and set
-    up by that package's import."""
-    return (
-        item.category.name in ("logging", "logger")
-        and item.old is MISSING
-        and (module_logger(item.key))
-    )
-
-
-def _module_of(item: Found) -> str:
-    """The name of the module whose namespace (or whose class's) a key is in."""
-    where = getattr(item.category, "where", {}).get(item.key, (None, ""))[0]
-    if isinstance(where, types.ModuleType):
-        return where.__name__
-    return str(getattr(where, "__module__", "") or item.key.rpartition(".")[0])
