@@ -9,12 +9,15 @@ and lazily filled state, private caches rebuilt) gets one line, and with ``-v`` 
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 
 import pytest
 
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.warnings import LeakedStateWarning
+from pytest_isolation.core.warnings import blanket_error
 
 #: How the routine line counts each kind: (one, many).
 KIND_NOUNS = {
@@ -167,3 +170,86 @@ def _owners(leaks: list[Leak]) -> str:
         return owners[0]
     more = len(owners) - 1
     return f"{owners[0]} and {more} more test{'s' if more != 1 else ''}"
+
+
+class Settler:
+    """Records each window's leaks in the log and reports them as the policy
+    says: a warning for the first of each key (``warn``), an error at the
+    test's teardown (``error``), nothing but the count (``quiet``), or
+    nothing at all (``watch``, ``--isolation-twice`` with the guard off)."""
+
+    def __init__(self, policy: str, log: LeakLog) -> None:
+        self.policy = policy
+        self.log = log
+        #: Messages for the running test's teardown error (``error``).
+        self.pending: list[str] = []
+
+    def settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
+        """Record and report; returns the warnings ``-W error`` escalated, to raise
+        once the guard's own work is done."""
+        __tracebackhide__ = True
+        if not leaks or self.policy == "watch":
+            return []
+        leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
+        first = [self.log.add(leak) for leak in leaks]
+        escalated: list[Warning] = []
+        for leak, new_key in zip(leaks, first, strict=True):
+            if leak.routine:
+                continue
+            if self.policy == "warn" and new_key:  # one warning per key, the summary counts
+                try:
+                    warn_on(node, LeakedStateWarning(leak.message()))
+                except Warning as error:  # -W error: every leak is still recorded
+                    escalated.append(error)
+            elif self.policy == "error":
+                self.pending.append(leak.message())
+        return escalated
+
+    def fail_test(self, escalated: list[Warning]) -> None:
+        """Fail the test's teardown: with the first warning ``-W error``
+        escalated, or under ``--isolation-leaks=error`` with every leak."""
+        __tracebackhide__ = True
+        if escalated:
+            raise escalated[0]
+        pending, self.pending = self.pending, []
+        if pending and self.policy == "error":
+            pytest.fail("\n".join(pending), pytrace=False)
+
+    def settle_import(
+        self, leaks: list[Leak], collector: pytest.Collector, report: pytest.CollectReport
+    ) -> None:
+        """A test module's import: the file's collection fails under ``error``
+        or when ``-W error`` escalates the warning."""
+        escalated = False
+        for leak in leaks:
+            first = self.log.add(leak)
+            if self.policy == "warn" and first and not leak.routine:
+                try:
+                    warn_on(collector, LeakedStateWarning(leak.message()))
+                except Warning:  # -W error: the file's collection fails instead
+                    escalated = True
+        leaked = [leak for leak in leaks if not leak.routine]
+        if leaked and (self.policy == "error" or escalated) and report.passed:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(leak.message() for leak in leaked)
+
+
+def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
+    """``node.warn(warning)``, also for an item without a line number (a
+    non-Python collector's, such as pygments' snippet files), which pytest's
+    ``Node.warn`` refuses with an ``AssertionError``.
+
+    A blanket ``error`` filter (``filterwarnings = error``, ``-W error``)
+    does not make a leak an error: the guard is on wherever the plugin is
+    installed, and a suite that turns all warnings into errors did not ask
+    for its leaks to fail.  The warning is still shown.  A filter that names
+    ``LeakedStateWarning`` or ``IsolationWarning`` is obeyed, and
+    ``--isolation-leaks=error`` fails the test."""
+    __tracebackhide__ = True
+    with warnings.catch_warnings():
+        if blanket_error(warning):
+            warnings.simplefilter("always", type(warning))
+        if isinstance(node, pytest.Item) and node.location[1] is None:
+            warnings.warn_explicit(warning, type(warning), str(node.path), 0)
+        else:
+            node.warn(warning)

@@ -17,7 +17,6 @@ import dataclasses
 import os
 import sys
 import types
-import warnings
 from collections.abc import Generator
 from functools import partial
 from pathlib import Path
@@ -30,49 +29,32 @@ from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.records import Leak
-from pytest_isolation.core.warnings import LeakedStateWarning
-from pytest_isolation.core.warnings import blanket_error
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import bindings
-from pytest_isolation.guard.attributes import Attributes
 from pytest_isolation.guard.attributes import Watchlist
-from pytest_isolation.guard.deep import CONTAINERS
-from pytest_isolation.guard.deep import Containers
-from pytest_isolation.guard.deep import Content
-from pytest_isolation.guard.deep import LoggerConfig
-from pytest_isolation.guard.deep import restore_content
 from pytest_isolation.guard.leftovers import Leftovers
 from pytest_isolation.guard.messages import describe
 from pytest_isolation.guard.messages import fold_reimports
 from pytest_isolation.guard.messages import subject
-from pytest_isolation.guard.mocks import FakeFilesystem
-from pytest_isolation.guard.mocks import MockPatches
 from pytest_isolation.guard.mocks import active_patches
 from pytest_isolation.guard.mocks import patched_by
 from pytest_isolation.guard.mocks import resume_pyfakefs
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import target_of
 from pytest_isolation.guard.mocks import time_patched
-from pytest_isolation.guard.newmodules import NewModules
-from pytest_isolation.guard.process import IMPORT_SYSTEM
-from pytest_isolation.guard.process import INTERPRETER
-from pytest_isolation.guard.process import PROCESS
-from pytest_isolation.guard.process import ROOT_LOGGER
-from pytest_isolation.guard.process import Environ
-from pytest_isolation.guard.process import Loggers
-from pytest_isolation.guard.process import SysModules
-from pytest_isolation.guard.process import WorkingDirectory
 from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.report import LeakLog
+from pytest_isolation.guard.report import Settler
 from pytest_isolation.guard.restore import Restorer
 from pytest_isolation.guard.sites import Sites
+from pytest_isolation.guard.snapshots import Snapshots
 from pytest_isolation.guard.state import MISSING
-from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.values import FixtureValues
 from pytest_isolation.guard.verdict import Verdict
 from pytest_isolation.guard.verdict import first_import
 from pytest_isolation.guard.verdict import package_logger
+from pytest_isolation.guard.windows import FixtureWindows
 from pytest_isolation.guard.windows import Owned
-from pytest_isolation.guard.windows import Seen
 from pytest_isolation.guard.windows import Tier
 from pytest_isolation.guard.windows import Window
 from pytest_isolation.guard.windows import attribute_id
@@ -95,71 +77,54 @@ class LeakGuard:
     """Registered as ``isolation-guard``, and kept under :data:`GUARD_KEY`,
     unless ``--isolation-leaks=off``.
 
-    Its many attributes are the open windows (test, higher-scoped fixtures,
-    file, import) and their snapshots: they share one tier of categories, the
-    sites and the log, and each hook moves state from one window to the next,
-    so they are one plugin object.
+    Its steps are parts with one job each: the snapshots (what is watched),
+    the recorders (what is heard while a window is open), the verdict (whose
+    change, leak or routine), the restorer (put back), the settler (record
+    and report).  The guard itself holds only the windows open now (a test,
+    its file, higher-scoped fixtures) and the process they belong to: each
+    hook moves state from one window to the next, so they stay on the one
+    plugin object (16 attributes, most of them those parts).
     """
 
     def __init__(self, config: pytest.Config, policy: str, deep: bool) -> None:
         self.config = config
-        #: warn, error or quiet; or ``watch`` (the guard is off, but ``--isolation-twice``
-        #: asks what a test's first run left changed): finds, never restores nor reports.
-        self.policy = policy
-        self.restores = policy != "watch"
-        self.deep = deep
         self.allowances = allow.parse(
             config.getini("isolation_allow_leaks"), "isolation_allow_leaks (ini)"
         )
-        self.log = LeakLog(policy, self._announce)
-        self.sites = Sites(config.rootpath)
-        self.watch = Watchlist(config.rootpath, self.sites.roots)
-        self.attributes = Attributes(self.sites)
-        self.containers = Containers()
-        self.sys_modules = SysModules(NewModules(self.watch.project_module))
-        categories: list[Category] = [
-            MockPatches(),
-            FakeFilesystem(),
-            Environ(),
-            WorkingDirectory(),
-            self.sys_modules,
-            IMPORT_SYSTEM,
-            INTERPRETER,
-            ROOT_LOGGER,
-            Loggers(self.watch.library_logger),
-            LoggerConfig(self.watch.library_logger),
-            PROCESS,
-            self.attributes,
-            self.containers,
-        ]
-        self.tier = Tier(categories)
-        self.library_attributes = Attributes(self.sites, replaced_only=True)
-        self.file_tier = Tier([self.library_attributes])
+        #: ``policy``: warn, error or quiet; or ``watch`` (the guard is off, but
+        #: ``--isolation-twice`` asks what a test's first run left changed):
+        #: finds, never restores nor reports.
+        self.settler = Settler(policy, LeakLog(policy, self._announce))
+        sites = Sites(config.rootpath)
+        self.watch = Watchlist(config.rootpath, sites.roots)
+        self.snapshots = Snapshots(sites, self.watch, deep)
         basetemp = config.option.basetemp
         self.leftovers = Leftovers((str(basetemp),) if basetemp else ())
         self.window: Window | None = None
         self.file_window: Window | None = None
         self.file_path: Path | None = None
-        #: Higher-scoped fixtures alive: their snapshot before setup, what they set, sites.
-        self.fixtures: dict[int, tuple[dict[Category, object], Owned, Seen]] = {}
-        self.pre_teardown: dict[int, dict[Category, object]] = {}
-        self.scoped_values: dict[str, tuple[str, object]] = {}
-        self.values_saved: dict[str, tuple[str, Content]] = {}
-        self.pending: list[str] = []
+        self.fixtures = FixtureWindows()
+        #: The deep tier's higher-scoped fixture values (None without it).
+        self.values = FixtureValues(policy != "watch") if deep else None
         self.recorders = Recorders(
-            self.sites, self.leftovers, self.watch.project_origin, self._module_loaded
+            sites, self.leftovers, self.watch.project_origin, self._module_loaded
         )
         self.verdict = Verdict(
-            self.watch, self.containers, self.sys_modules, self.sites, self.recorders.imported
+            self.watch,
+            self.snapshots.containers,
+            self.snapshots.sys_modules,
+            sites,
+            self.recorders.imported,
         )
-        self.restorer = Restorer(self.verdict, self.recorders, self.restores)
-        #: Sites of writes seen in the open window, and keys a library's import set.
-        self.seen = self.recorders.seen
-        self.imported = self.recorders.imported
+        self.restorer = Restorer(self.verdict, self.recorders, policy != "watch")
         #: In the teardown of the last test (of the run, or of a file's process).
         self.last_teardown = False
         #: The process whose state the snapshots are of.
         self.pid = _getpid()
+
+    def _tiers(self) -> list[Tier]:
+        """The tiers open now: the file's too while a test file runs."""
+        return self.snapshots.tiers(self.file_window is not None)
 
     @property
     def contained(self) -> bool:
@@ -191,8 +156,7 @@ class LeakGuard:
         spaces = self.watch.spaces_of(module.__name__, module)
         if self._under_patch(self.window, module):
             self.window.patched_imports.add(module.__name__)
-        self.attributes.adopt(self.tier.saved.get(self.attributes), spaces)
-        self.containers.adopt(self.tier.saved.get(self.containers), spaces)
+        self.snapshots.adopt(spaces)
 
     def _under_patch(self, window: Window, module: types.ModuleType) -> bool:
         """Whether a module's import ended while a patch was in effect: a
@@ -205,7 +169,7 @@ class LeakGuard:
             return True
         if any(not any(p is q for q in window.patches) for p in active_patches()):
             return True
-        saved = self.tier.saved.get(self.attributes)
+        saved = self.snapshots.tier.saved.get(self.snapshots.attributes)
         before = {space.prefix: space.copy for space in saved} if isinstance(saved, list) else {}
         for source, name in bindings.from_imports(module).values():
             was = before.get(source, {}).get(name, MISSING)
@@ -234,14 +198,14 @@ class LeakGuard:
         if not isinstance(collector, pytest.Module):
             return (yield)
         self.watch.add_test_file(collector.path)
-        if self.contained or not self.restores:
+        if self.contained or not self.restorer.restores:
             report = yield
             if report.passed:  # imported: ``obj`` is the module, no import again
                 self._watch_test_module(collector)
             return report
-        self._refresh_watch()
-        before = self.tier.take()
-        self.imported.clear()
+        self.snapshots.refresh()
+        before = self.snapshots.tier.take()
+        self.recorders.imported.clear()
         self.recorders.start(imports_too=False)
         try:
             report = yield
@@ -251,13 +215,13 @@ class LeakGuard:
             self._watch_test_module(collector)
         found = [
             item
-            for item in changes(self.tier, before)
+            for item in changes(self.snapshots.tier, before)
             if not pytest_path_insert(item, collector.path)
             and not self.verdict.library_set(item)
             and not first_import(item)
             and not package_logger(item)
         ]
-        self.tier.rebase()  # the tests of this file start from what the import left
+        self.snapshots.tier.rebase()  # the tests of this file start from what the import left
         owner = f"{collector.nodeid} (at import)"
         try:
             allowances = (*self.allowances, *allow.of_node(collector))
@@ -272,12 +236,12 @@ class LeakGuard:
         found = [
             item
             for item in found
-            if item.category is not self.attributes
-            or attribute_id(self.attributes.where[item.key]) not in patched
+            if item.category is not self.snapshots.attributes
+            or attribute_id(self.snapshots.attributes.where[item.key]) not in patched
         ]
         # A patch started while the first module to import unittest.mock was
         # imported has no recorded line: the module is the site.
-        module_site = self.sites.relative(str(collector.path))
+        module_site = self.recorders.sites.relative(str(collector.path))
         leaks = fold_reimports(
             [
                 (
@@ -295,19 +259,8 @@ class LeakGuard:
                 if not allow.allowed(allowances, item.category.name, subject(item))
             ]
         )
-        self.seen.clear()
-        escalated = False
-        for leak in leaks:
-            first = self.log.add(leak)
-            if self.policy == "warn" and first and not leak.routine:
-                try:
-                    warn_on(collector, LeakedStateWarning(leak.message()))
-                except Warning:  # -W error: the file's collection fails instead
-                    escalated = True
-        leaked = [leak for leak in leaks if not leak.routine]
-        if leaked and (self.policy == "error" or escalated) and report.passed:
-            report.outcome = "failed"
-            report.longrepr = "\n".join(leak.message() for leak in leaked)
+        self.recorders.seen.clear()
+        self.settler.settle_import(leaks, collector, report)
         return report
 
     def _watch_test_module(self, collector: pytest.Module) -> None:
@@ -325,17 +278,6 @@ class LeakGuard:
             return
 
     # -- per test ------------------------------------------------------------
-
-    def _refresh_watch(self) -> None:
-        if self.watch.refresh():
-            self.attributes.spaces = self.watch.per_test()
-            # Class-level containers only in the deep tier: comparing every
-            # class's dicts after every test cost pygments' suite minutes.
-            classes = self.watch.classes if self.deep else []
-            self.containers.spaces = [*self.watch.project.values(), *classes]
-            self.containers.constants = list(self.watch.test_modules.values())
-            self.tier.renew(self.attributes)  # reuses what is still current
-            self.tier.forget(self.containers)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)  # before any fixture of the test
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -355,35 +297,35 @@ class LeakGuard:
             # the child's own start (its capture, its signal handlers): the
             # child's first test starts from the child's state instead.
             self.pid = os.getpid()
-            self.tier.saved.clear()
-            self.file_tier.saved.clear()
+            self.snapshots.tier.saved.clear()
+            self.snapshots.file_tier.saved.clear()
         if resume_pyfakefs():
-            self.tier.saved.clear()
-        self._refresh_watch()
-        self.tier.ensure()
+            self.snapshots.tier.saved.clear()
+        self.snapshots.refresh()
+        self.snapshots.tier.ensure()
         if not self.contained and item.path is not self.file_path and item.path != self.file_path:
             self._start_file(item)
         self.leftovers.start()
-        self.seen.clear()
+        self.recorders.seen.clear()
         self.window = Window(item.nodeid, "test", allowances, item=item, patches=active_patches())
         self.recorders.start()
         result = yield
         if bad_marker is not None:
             pytest.fail(bad_marker, pytrace=False)
-        if self.deep:
-            self._remember_fixture_values(item)
+        if self.values is not None:
+            self.values.remember(item)
         return result
 
     def _start_file(self, item: pytest.Item) -> None:
         """Open the file window: every module dict, snapshotted (new modules
         only: the last file's end left the rest of the snapshot current)."""
         self.file_path = item.path
-        self.library_attributes.spaces = self.watch.every_module()
-        previous = self.file_tier.saved.get(self.library_attributes)
-        self.file_tier.saved[self.library_attributes] = (
-            self.library_attributes.snapshot()
+        self.snapshots.library_attributes.spaces = self.watch.every_module()
+        previous = self.snapshots.file_tier.saved.get(self.snapshots.library_attributes)
+        self.snapshots.file_tier.saved[self.snapshots.library_attributes] = (
+            self.snapshots.library_attributes.snapshot()
             if previous is None
-            else self.library_attributes.extend(previous)
+            else self.snapshots.library_attributes.extend(previous)
         )
         module = item.getparent(pytest.Module)
         try:
@@ -406,8 +348,8 @@ class LeakGuard:
         for patch in active_patches():  # what the test patched is watched per test from now on
             self.watch.add_patched(target_of(patch))
         value_leaks = []  # before the fixtures' own teardown, which may change them
-        if self.deep and self.window is not None:
-            value_leaks = self._fixture_value_leaks(self.window, restore=repeat != "first")
+        if self.values is not None and self.window is not None:
+            value_leaks = self.values.leaks(self.window, restore=repeat != "first")
         result = yield
         if repeat == "first" and self.window is not None:
             self._first_run_ended(item, self.window, value_leaks)
@@ -416,20 +358,20 @@ class LeakGuard:
         self.recorders.stop()
         escalated = []
         if window is not None:
-            leaks = value_leaks + self._close(window, self.tier) + self._leftovers(window)
+            leaks = value_leaks + self._close(window, self.snapshots.tier) + self._leftovers(window)
             if repeat != "again":  # a repeat's are restored; the first run's were reported
-                escalated += self._settle(leaks, item)
+                escalated += self.settler.settle(leaks, item)
         if self.file_window is not None and (
             nextitem is None or (nextitem.path is not item.path and nextitem.path != item.path)
         ):
             file_window, self.file_window = self.file_window, None
-            leaks = self._close(file_window, self.file_tier)
-            self.imported.clear()
+            leaks = self._close(file_window, self.snapshots.file_tier)
+            self.recorders.imported.clear()
             for leak in leaks:
-                owner = self.library_attributes.where.get(leak.key, (None,))[0]
+                owner = self.snapshots.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
-            escalated += self._settle(leaks, item)
-        self._fail_test(escalated)
+            escalated += self.settler.settle(leaks, item)
+        self.settler.fail_test(escalated)
         return result
 
     def _leftovers(self, window: Window) -> list[Leak]:
@@ -448,16 +390,6 @@ class LeakGuard:
             if not allow.allowed(window.allowances, category, key)
         ]
 
-    def _fail_test(self, escalated: list[Warning]) -> None:
-        """Fail the test's teardown: with the first warning ``-W error``
-        escalated, or under ``--isolation-leaks=error`` with every leak."""
-        __tracebackhide__ = True
-        if escalated:
-            raise escalated[0]
-        pending, self.pending = self.pending, []
-        if pending and self.policy == "error":
-            pytest.fail("\n".join(pending), pytrace=False)
-
     def _first_run_ended(self, item: pytest.Item, window: Window, value_leaks: list[Leak]) -> None:
         """``--isolation-twice``: the first of a test's two runs has ended.
         What it left changed is reported as a single run's leaks would be, and
@@ -467,13 +399,13 @@ class LeakGuard:
         self.recorders.stop()
         leaks = value_leaks + self._peek(window) + self._leftovers(window)
         item.stash[FIRST_RUN_LEFT] = leaks
-        self._fail_test(self._settle(leaks, item))
+        self.settler.fail_test(self.settler.settle(leaks, item))
 
     def _peek(self, window: Window) -> list[Leak]:
         """The window's leaks so far, as :meth:`_close` would find them, with
         nothing restored and the snapshots left as they were."""
-        changed = self.tier.changed()
-        found = self.verdict.found(window, Tier(changed), self.tier.saved)
+        changed = self.snapshots.tier.changed()
+        found = self.verdict.found(window, Tier(changed), self.snapshots.tier.saved)
         return fold_reimports(
             [
                 (
@@ -493,29 +425,27 @@ class LeakGuard:
 
     # -- higher-scoped fixtures ---------------------------------------------
 
-    def _all_tiers(self) -> list[Tier]:
-        return [self.tier, self.file_tier] if self.file_window is not None else [self.tier]
-
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any) -> Generator[None, object, object]:
         if fixturedef.scope == "function":
             return (yield)
-        before = {key: value for tier in self._all_tiers() for key, value in tier.take().items()}
+        before = {key: value for tier in self._tiers() for key, value in tier.take().items()}
         try:
             result = yield
         finally:
             owned: Owned = {}
-            for tier in self._all_tiers():
+            for tier in self._tiers():
                 for found in changes(tier, before, leaks=False):
                     owned[(found.category, found.key)] = (found.old, found.new)
-            self.fixtures[id(fixturedef)] = (before, owned, dict(self.seen))
+            self.fixtures.open[id(fixturedef)] = (before, owned, dict(self.recorders.seen))
             # Runs first among the fixture's finalizers: the state before its teardown.
             fixturedef.addfinalizer(partial(self._before_teardown, fixturedef))
             for window in (self.window, self.file_window):
                 if window is not None:
                     window.owned.update(owned)
             self.leftovers.rebase()  # what the fixture started is the fixture's
-        self.scoped_values[fixturedef.argname] = (fixturedef.scope, result)
+        if self.values is not None:
+            self.values.scoped[fixturedef.argname] = (fixturedef.scope, result)
         return result
 
     @pytest.hookimpl(wrapper=True)
@@ -524,22 +454,23 @@ class LeakGuard:
     ) -> Generator[None, object, object]:
         __tracebackhide__ = True
         result = yield
-        self.scoped_values.pop(fixturedef.argname, None)
-        entry = self.fixtures.pop(id(fixturedef), None)
+        if self.values is not None:
+            self.values.scoped.pop(fixturedef.argname, None)
+        entry = self.fixtures.open.pop(id(fixturedef), None)
         if entry is None:
             return result
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
-        since_setup = [item for tier in self._all_tiers() for item in changes(tier, before)]
+        since_setup = [item for tier in self._tiers() for item in changes(tier, before)]
         found = [item for item in since_setup if (item.category, item.key) in owned]
         # What its teardown changed that was not the fixture's and is not back
         # to how it was before the fixture (a teardown cleaning up is fine).
-        pre_teardown = self.pre_teardown.pop(id(fixturedef), None)
+        pre_teardown = self.fixtures.pre_teardown.pop(id(fixturedef), None)
         if pre_teardown is not None:
             changed_since_setup = {(item.category, item.key) for item in since_setup}
             found += [
                 item
-                for tier in self._all_tiers()
+                for tier in self._tiers()
                 for item in changes(tier, pre_teardown)
                 if (item.category, item.key) in changed_since_setup
                 and (item.category, item.key) not in owned
@@ -550,16 +481,16 @@ class LeakGuard:
             if not allow.allowed(self.allowances, item.category.name, subject(item))
             and not first_import(item)
         ]
-        leaks = self.restorer.restore(owner, "fixture", found, {**seen, **self.seen})
+        leaks = self.restorer.restore(owner, "fixture", found, {**seen, **self.recorders.seen})
         if self.last_teardown:
             # Finalized after the last test (of the run, or of the file's
             # process): no test can see what it left; put back, not warned.
             leaks = [dataclasses.replace(leak, routine=leak.routine or "ended") for leak in leaks]
-        escalated = self._settle(leaks, request.node)
+        escalated = self.settler.settle(leaks, request.node)
         if pre_teardown is not None:
             released = {
                 key: delta
-                for tier in self._all_tiers()
+                for tier in self._tiers()
                 for key, delta in raw_changes(tier, pre_teardown).items()
                 if key in owned
             }
@@ -571,47 +502,11 @@ class LeakGuard:
         return result
 
     def _before_teardown(self, fixturedef: Any) -> None:
-        self.pre_teardown[id(fixturedef)] = {
-            key: value for tier in self._all_tiers() for key, value in tier.take().items()
+        self.fixtures.pre_teardown[id(fixturedef)] = {
+            key: value for tier in self._tiers() for key, value in tier.take().items()
         }
 
     # -- deep tier: values of higher-scoped fixtures ---------------------------
-
-    def _remember_fixture_values(self, item: pytest.Item) -> None:
-        self.values_saved = {}
-        for name, value in getattr(item, "funcargs", {}).items():
-            scoped = self.scoped_values.get(name)
-            if scoped is not None and scoped[1] is value and issubclass(type(value), CONTAINERS):
-                self.values_saved[name] = (scoped[0], Content(value))
-
-    def _fixture_value_leaks(self, window: Window, restore: bool = True) -> list[Leak]:
-        """Higher-scoped fixture values the test mutated in place, put back
-        unless ``restore`` is false (then kept for the window's end)."""
-        leaks = []
-        saved = self.values_saved
-        if restore:
-            self.values_saved = {}
-        for name, (scope, content) in saved.items():
-            now = Content(content.container)
-            if now == content or allow.allowed(window.allowances, "fixture-value", name):
-                continue
-            if restore and self.restores:
-                restore_content(content.container, content.items)
-            what = (
-                f"the value of fixture {name!r} (scope={scope}), mutated in place "
-                f"(was {content!r}, now {now!r})"
-            )
-            leaks.append(
-                Leak(
-                    window.owner,
-                    "test",
-                    "fixture-value",
-                    name,
-                    what,
-                    hint="copy the value in the test, or make the fixture function-scoped",
-                )
-            )
-        return leaks
 
     # -- finding, restoring and reporting ------------------------------------
 
@@ -629,42 +524,21 @@ class LeakGuard:
             tier.renew(category)
         return leaks
 
-    def _settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
-        """Record and report; returns the warnings ``-W error`` escalated, to raise
-        once the guard's own work is done."""
-        __tracebackhide__ = True
-        if not leaks or not self.restores:
-            return []
-        leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
-        first = [self.log.add(leak) for leak in leaks]
-        escalated: list[Warning] = []
-        for leak, new_key in zip(leaks, first, strict=True):
-            if leak.routine:
-                continue
-            if self.policy == "warn" and new_key:  # one warning per key, the summary counts
-                try:
-                    warn_on(node, LeakedStateWarning(leak.message()))
-                except Warning as error:  # -W error: every leak is still recorded
-                    escalated.append(error)
-            elif self.policy == "error":
-                self.pending.append(leak.message())
-        return escalated
-
     def record(self, leak: Leak) -> bool:
         """A leak found in a file-mode child, for this (the parent's) summary;
         whether it is the run's first of its key (the one to warn about)."""
-        return self.log.add(leak)
+        return self.settler.log.add(leak)
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
-        leaks = self.log.by_owner.values()
+        leaks = self.settler.log.by_owner.values()
         output["leaks"] = [leak.to_wire() for found in leaks for leak in found]
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         for fields in output.get("leaks", ()):
-            self.log.add(Leak(**fields))
+            self.settler.log.add(Leak(**fields))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        self.log.summarize(terminalreporter)
+        self.settler.log.summarize(terminalreporter)
 
 
 _LEFTOVER_HINT = {
@@ -672,24 +546,3 @@ _LEFTOVER_HINT = {
     "processes": "wait for it or terminate it before the test ends",
     "files": "write to tmp_path, or remove it in the test",
 }
-
-
-def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:
-    """``node.warn(warning)``, also for an item without a line number (a
-    non-Python collector's, such as pygments' snippet files), which pytest's
-    ``Node.warn`` refuses with an ``AssertionError``.
-
-    A blanket ``error`` filter (``filterwarnings = error``, ``-W error``)
-    does not make a leak an error: the guard is on wherever the plugin is
-    installed, and a suite that turns all warnings into errors did not ask
-    for its leaks to fail.  The warning is still shown.  A filter that names
-    ``LeakedStateWarning`` or ``IsolationWarning`` is obeyed, and
-    ``--isolation-leaks=error`` fails the test."""
-    __tracebackhide__ = True
-    with warnings.catch_warnings():
-        if blanket_error(warning):
-            warnings.simplefilter("always", type(warning))
-        if isinstance(node, pytest.Item) and node.location[1] is None:
-            warnings.warn_explicit(warning, type(warning), str(node.path), 0)
-        else:
-            node.warn(warning)

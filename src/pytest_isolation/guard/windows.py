@@ -125,6 +125,18 @@ class Window:
         )
 
 
+@dataclasses.dataclass
+class FixtureWindows:
+    """The windows of the higher-scoped fixtures alive, by ``id`` of their
+    fixturedef: the snapshot before their setup, what the setup set and the
+    sites seen then; and the snapshot before their teardown."""
+
+    open: dict[int, tuple[dict[Category, object], Owned, Seen]] = dataclasses.field(
+        default_factory=dict
+    )
+    pre_teardown: dict[int, dict[Category, object]] = dataclasses.field(default_factory=dict)
+
+
 def follows(category: Category, key: str, old: object, delta: Delta, new: object) -> bool:
     """Whether applying ``delta`` to ``old`` gives ``new``: the same value,
     a value the category does not count as changed from it (a named logger
