@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 from pytest_isolation.guard.attributes import Space
@@ -44,34 +45,53 @@ NESTED_PER_CONTAINER = 64
 
 
 def _containers_in(
-    spaces: list[Space], watched: Callable[[str], bool] = lambda name: not name.startswith("__")
+    spaces: list[Space],
+    watched: Callable[[str], bool] = lambda name: not name.startswith("__"),
+    known: dict[str, Content] | None = None,
 ) -> dict[str, Content]:
     """The containers bound in these namespaces, by ``prefix.name``, and
     those held one level down in them (``CONFIG['db']``, ``RULES[0]``):
-    ``CONFIG['db']['host'] = 'x'`` changes only the inner one."""
+    ``CONFIG['db']['host'] = 'x'`` changes only the inner one.
+
+    One container reached under many names (``from ._builtins import
+    OPCODES``) is one key, named where it is defined (the shortest name,
+    then the first alphabetically).  A container whose content ``known``
+    already holds, unchanged, keeps that snapshot (no copy)."""
+    by_container: dict[int, tuple[str, Any]] = {}
+    for key, value in _bound(spaces, watched):
+        seen = by_container.get(id(value))
+        if seen is None or (len(key), key) < (len(seen[0]), seen[0]):
+            by_container[id(value)] = (key, value)
     found: dict[str, Content] = {}
+    for key, value in by_container.values():
+        old = known.get(key) if known is not None else None
+        if old is not None and old.container is value and items_of(value) == old.items:
+            found[key] = old
+        else:
+            found[key] = Content(value)
+    return found
+
+
+def _bound(spaces: list[Space], watched: Callable[[str], bool]) -> Iterator[tuple[str, Any]]:
     for prefix, owner in spaces:
         for name, value in list(vars(owner).items()):
             if issubclass(type(value), CONTAINERS) and watched(name):
                 key = f"{prefix}.{name}"
-                found[key] = Content(value)
-                found.update(_nested(key, value))
-    return found
+                yield key, value
+                yield from _nested(key, value)
 
 
-def _nested(key: str, container: Any) -> dict[str, Content]:
+def _nested(key: str, container: Any) -> Iterator[tuple[str, Any]]:
     kind = type(container)
     if issubclass(kind, dict):
         pairs = list(dict.items(container))[:NESTED_PER_CONTAINER]
     elif issubclass(kind, (list, collections.deque)):
         pairs = list(enumerate(items_of(container)))[:NESTED_PER_CONTAINER]
     else:
-        return {}
-    return {
-        f"{key}[{index!r}]": Content(item)
-        for index, item in pairs
-        if issubclass(type(item), CONTAINERS)
-    }
+        return
+    for index, item in pairs:
+        if issubclass(type(item), CONTAINERS):
+            yield f"{key}[{index!r}]", item
 
 
 def restore_content(container: Any, items: tuple[object, ...]) -> None:
@@ -160,9 +180,9 @@ class Containers:
         #: Test modules' constants as their import left them.
         self.at_import: dict[str, Content] = {}
 
-    def _read(self) -> dict[str, Content]:
-        found = _containers_in(self.spaces)
-        constants = _containers_in(self.constants, lambda name: name.isupper())
+    def _read(self, known: dict[str, Content] | None = None) -> dict[str, Content]:
+        found = _containers_in(self.spaces, known=known)
+        constants = _containers_in(self.constants, lambda name: name.isupper(), known)
         for key, content in constants.items():
             first = self.at_import.get(key)
             if first is None or first.container is not content.container:
@@ -171,6 +191,12 @@ class Containers:
 
     def snapshot(self) -> object:
         return self._read()
+
+    def resnapshot(self, previous: object) -> object:
+        """A snapshot that reuses the contents of ``previous`` still current
+        (after a test changed one cache, the other containers are as they were)."""
+        assert isinstance(previous, dict)
+        return self._read(previous)
 
     def adopt(self, saved: object, spaces: list[Space]) -> None:
         """Add the containers of namespaces that did not exist at the snapshot."""

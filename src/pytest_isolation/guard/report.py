@@ -30,6 +30,7 @@ KIND_NOUNS = {
         "module first imported, taken out again",
         "modules first imported, taken out again",
     ),
+    "cached": ("cache built again the same way, kept", "caches built again the same way, kept"),
 }
 
 
@@ -92,14 +93,15 @@ class LeakLog:
         owners = _counted([leak for leaks in routine for leak in leaks])
         kinds: dict[str, int] = defaultdict(int)
         for leaks in routine:
-            kinds[leaks[0].routine] += 1
+            kinds[_kind(leaks)] += 1
         counts = ", ".join(
             f"{count} {KIND_NOUNS[kind][count != 1]}" for kind, count in sorted(kinds.items())
         )
         verbose = reporter.config.get_verbosity() > 0
         more = "" if verbose else "; -v lists them"
+        done = "put back or kept" if "cached" in kinds else "put back"
         reporter.write_line(
-            f"isolation: routine state of {owners} put back ({counts}; not leaks{more})"
+            f"isolation: routine state of {owners} {done} ({counts}; not leaks{more})"
         )
         if not verbose:
             return
@@ -108,7 +110,8 @@ class LeakLog:
             count = len({leak.owner for leak in leaks})
             many = f"{count} tests, first " if count > 1 else ""
             site = f", at {first.site}" if first.site else ""
-            reporter.write_line(f"  [{first.category}] {first.what}{site} ({many}{first.owner})")
+            kept = next((leak.what for leak in leaks if leak.routine == "cached"), first.what)
+            reporter.write_line(f"  [{first.category}] {kept}{site} ({many}{first.owner})")
 
 
 #: How many attributes of one object a summary line names before "and N more".
@@ -147,6 +150,11 @@ def _object_line(holder: str, group: list[list[Leak]]) -> tuple[str, list[Leak]]
         shown += f" and {len(names) - NAMED_ATTRIBUTES} more"
     every = [leak for leaks in group for leak in leaks]
     return f"[attribute] {holder}: {len(names)} attributes changed ({shown})", every
+
+
+def _kind(leaks: list[Leak]) -> str:
+    """A key's routine kind: kept as a cache once it was, else its first."""
+    return "cached" if any(leak.routine == "cached" for leak in leaks) else leaks[0].routine
 
 
 def _counted(leaks: list[Leak]) -> str:

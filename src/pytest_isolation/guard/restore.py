@@ -18,6 +18,8 @@ from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.recorders import Recorders
+from pytest_isolation.guard.routine import KINDS
+from pytest_isolation.guard.routine import Refills
 from pytest_isolation.guard.routine import holds_resource
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
 from pytest_isolation.guard.state import is_closed
@@ -38,6 +40,7 @@ class Restorer:
         self.verdict = verdict
         self.recorders = recorders
         self.restores = restores
+        self.refills = Refills()
 
     def restore(
         self,
@@ -75,7 +78,14 @@ class Restorer:
             # holds the new classes (Django REST framework's api_settings
             # resolved its filter backends to them), and old and new would mix.
             reimport = part_of_reimport(item, reimported)
-            put_back = not via and not keep and not reimport and item.category.name != "mock"
+            cached = self.refills.keeps(item.category.name, item.key, routine, item.new)
+            put_back = (
+                not via
+                and not keep
+                and not reimport
+                and not cached
+                and item.category.name != "mock"
+            )
             closed = put_back and is_closed(item.old)
             if put_back and not closed:
                 try:
@@ -87,6 +97,10 @@ class Restorer:
             if keep:
                 what = f"{leak.what}, kept: it holds a resource"
                 leak = dataclasses.replace(leak, what=what, restored=False)
+            elif cached:
+                label = item.category.label(item.key)
+                what = f"{label}, {KINDS['cached']}"
+                leak = dataclasses.replace(leak, what=what, restored=False, routine="cached")
             elif reimport:
                 leak = dataclasses.replace(leak, restored=False)
             elif closed:

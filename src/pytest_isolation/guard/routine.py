@@ -20,6 +20,7 @@ import types
 
 from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import equal
 
 #: Routine kinds, as the summary names them.
 KINDS = {
@@ -29,7 +30,46 @@ KINDS = {
     "rebuilt": "a private cache rebuilt",
     "ended": "left by a fixture finalized after the last test",
     "imported": "first imported, taken out again",
+    "cached": "built again the same way after it was put back: a cache, kept",
 }
+
+#: Routine kinds a project may build again the same way once put back.
+REBUILDABLE = frozenset({"created", "rebuilt"})
+
+
+class Refills:
+    """Routine state the project builds again, equal to what the guard took
+    away, once the guard put it back: a cache (pygments compiles a lexer's
+    token table on the class at its first use).  Putting it back only makes
+    the project build it again, at a cost, so from then on it is kept, and
+    reported once.  Told apart by comparing the value built again with the
+    one taken away (:func:`alike`): equal (``==``), or a container of the
+    same shape and the same plain values (pygments' token tables hold new
+    bound methods of compiled patterns each time); an object created anew
+    each time (a singleton instance) or built from other data (a settings
+    dict with another test's path) is never alike, so it is put back.  Only created values
+    and rebuilt private caches, never a container that only gained items: a
+    registry that tests append to looks like a cache filled again."""
+
+    def __init__(self) -> None:
+        #: What the guard took away, by (category, key).
+        self.taken: dict[tuple[str, str], object] = {}
+        self.kept: set[tuple[str, str]] = set()
+
+    def keeps(self, category: str, key: str, routine: str, new: object) -> bool:
+        """Whether to keep ``new`` rather than put the key back."""
+        if routine not in REBUILDABLE:
+            return False
+        slot = (category, key)
+        if slot in self.kept:
+            return True
+        was = self.taken.pop(slot, MISSING)
+        if was is not MISSING and alike(was, new):
+            self.kept.add(slot)
+            return True
+        self.taken[slot] = new
+        return False
+
 
 #: Methods whose presence makes a value a resource (kept when created lazily).
 RESOURCE_METHODS = ("close", "shutdown", "stop", "terminate", "disconnect", "dispose")
@@ -93,3 +133,29 @@ def holds_resource(value: object) -> bool:
         return any(callable(getattr(type(value), name, None)) for name in RESOURCE_METHODS)
     except Exception:
         return False
+
+
+#: Values that are data: alike only when equal.
+_PLAIN = (str, bytes, int, float, complex, bool, type(None), frozenset)
+#: How deep a cache's shape is compared.
+_DEPTH = 5
+
+
+def alike(was: object, new: object, depth: int = 0) -> bool:
+    """Built the same way: equal, or a dict with the same keys whose values
+    are alike, or a list or tuple whose items are alike; below the top, an
+    object of the same type (a new bound method of a compiled pattern).  A
+    plain value (a string, a number) is alike only when equal, so a cache
+    built from another test's data (``{'home': '/tmp/a'}``) is not; and at
+    the top an object must be equal, so a singleton made anew is not."""
+    if equal(was, new):
+        return True
+    if type(was) is not type(new) or isinstance(was, _PLAIN) or depth > _DEPTH:
+        return False
+    if isinstance(was, dict) and isinstance(new, dict):
+        return was.keys() == new.keys() and all(alike(was[key], new[key], depth + 1) for key in was)
+    if isinstance(was, (list, tuple)) and isinstance(new, (list, tuple)):
+        return len(was) == len(new) and all(
+            alike(a, b, depth + 1) for a, b in zip(was, new, strict=True)
+        )
+    return depth > 0

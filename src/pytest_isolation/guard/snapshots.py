@@ -66,7 +66,7 @@ class Snapshots:
             self.containers.spaces = [*watch.project.values(), *classes]
             self.containers.constants = list(watch.test_modules.values())
             self.tier.renew(self.attributes)  # reuses what is still current
-            self.tier.forget(self.containers)
+            self.tier.renew(self.containers)  # reuses the contents still current
 
     def adopt(self, spaces: list[Space]) -> None:
         """A project module imported inside a test: its state as its import
