@@ -444,21 +444,28 @@ def test_hostile_objects_never_break_the_guard(
     result.stdout.no_fnmatch_line("*could not compare*")
 
 
-@pytest.fixture
-def installed_library() -> Iterator[str]:
-    """A module in this interpreter's site-packages whose import replaces
-    ``json.dumps`` (as forbiddenfruit replaces ``builtins.dir``); removed after."""
-    name = f"isolation_fake_library_{uuid.uuid4().hex[:8]}"
+def _site_packages_module(prefix: str, source: str) -> Iterator[str]:
+    """A module of ``source`` in this interpreter's site-packages, as an
+    installed library's would be; removed after."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     path = Path(sysconfig.get_paths()["purelib"], f"{name}.py")
-    path.write_text(
-        "import json\n_real = json.dumps\n"
-        "def dumps(*args, **kwargs):\n    return _real(*args, **kwargs)\n"
-        "json.dumps = dumps\n"
-    )
+    path.write_text(source)
     try:
         yield name
     finally:
         path.unlink()
+
+
+@pytest.fixture
+def installed_library() -> Iterator[str]:
+    """A module in site-packages whose import replaces ``json.dumps`` (as
+    forbiddenfruit replaces ``builtins.dir``)."""
+    yield from _site_packages_module(
+        "isolation_fake_library",
+        "import json\n_real = json.dumps\n"
+        "def dumps(*args, **kwargs):\n    return _real(*args, **kwargs)\n"
+        "json.dumps = dumps\n",
+    )
 
 
 def test_what_a_library_s_import_sets_during_a_test_is_import_time_state(
@@ -688,13 +695,10 @@ def test_pytest_s_own_package_set_up_is_no_leak(
 def displayhook_library() -> Iterator[str]:
     """A module in site-packages whose import sets ``sys.displayhook`` (``sys``
     has no write tracking, so no site tells the guard who set it)."""
-    name = f"isolation_fake_display_{uuid.uuid4().hex[:8]}"
-    path = Path(sysconfig.get_paths()["purelib"], f"{name}.py")
-    path.write_text("import sys\ndef hook(value):\n    pass\nsys.displayhook = hook\n")
-    try:
-        yield name
-    finally:
-        path.unlink()
+    yield from _site_packages_module(
+        "isolation_fake_display",
+        "import sys\ndef hook(value):\n    pass\nsys.displayhook = hook\n",
+    )
 
 
 def test_a_library_s_import_in_a_test_is_not_the_test_s_leak(

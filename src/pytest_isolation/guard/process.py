@@ -137,6 +137,10 @@ class SysModules(Flat):
         #: Which modules first imported in a window go out again (none without it).
         self.new_modules = new_modules
         self.removable: set[str] = set()
+        #: Set while a test's window closes: only then may modules go out (the
+        #: scan of every module for who holds them is not done for imports
+        #: and fixtures, whose first imports stay).
+        self.taking_out = False
 
     def snapshot(self) -> object:
         saved = _Modules(sys.modules)
@@ -168,7 +172,8 @@ class SysModules(Flat):
             for key, old, new in found
             if old is MISSING and isinstance(new, types.ModuleType)
         }
-        if self.new_modules is not None and added:
+        self.removable = set()
+        if self.new_modules is not None and added and self.taking_out:
             self.removable = self.new_modules.removable(added)
         return found
 

@@ -61,6 +61,7 @@ from pytest_isolation.guard.windows import attribute_id
 from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import pytest_path_insert
 from pytest_isolation.guard.windows import raw_changes
+from pytest_isolation.guard.windows import safe_unchanged
 
 #: Patchers are stopped first: that puts back everything they changed.
 PATCHERS = ("mock", "fakefs")
@@ -516,12 +517,19 @@ class LeakGuard:
         if not changed:
             return []
         leaks: list[Leak] = []
-        for first in (True, False):
-            group = [c for c in changed if (c.name in PATCHERS) == first]
-            found = self.verdict.found(window, Tier(group), tier.saved)
-            leaks += self.restorer.restore(window.owner, window.kind, found)
+        self.snapshots.sys_modules.taking_out = window.kind == "test"
+        try:
+            for first in (True, False):
+                group = [c for c in changed if (c.name in PATCHERS) == first]
+                found = self.verdict.found(window, Tier(group), tier.saved)
+                leaks += self.restorer.restore(window.owner, window.kind, found)
+        finally:
+            self.snapshots.sys_modules.taking_out = False
         for category in changed:
-            tier.renew(category)
+            # Everything put back: the snapshot is current again, and a new one
+            # (a copy of every watched namespace) would cost more than the test.
+            if not safe_unchanged(category, tier.saved[category]):
+                tier.renew(category)
         return leaks
 
     def record(self, leak: Leak) -> bool:
