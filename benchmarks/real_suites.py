@@ -108,6 +108,7 @@ class Project:
     why: str
     env: tuple[tuple[str, str], ...] = ()
     extras: str = ""  # e.g. "[trio]", installed with the project
+    pytest_req: str = PYTEST_REQ  # a suite that needs another pytest (private API) says so
 
 
 PROJECTS: list[Project] = [
@@ -245,6 +246,48 @@ PROJECTS: list[Project] = [
         args=("tests",),
         why="CLI suite: CliRunner swaps sys.stdin/stdout, os.environ and the cwd inside "
         "tests; isolated_filesystem writes and removes temp trees.",
+    ),
+    Project(
+        name="structlog",
+        version="26.1.0",
+        requirements=("pytest-asyncio==1.5.0", "simplejson", "time-machine", "rich", "greenlet"),
+        args=("tests",),
+        why="Logging library configured at import: importing structlog builds its "
+        "process-wide default configuration (module-level _CONFIG: processors, wrapper "
+        "class, a PrintLoggerFactory on stdout); the tests reconfigure and reset it, "
+        "create stdlib loggers, add handlers and ProcessorFormatters, and use time-machine.",
+    ),
+    Project(
+        name="flask",
+        version="3.1.3",
+        requirements=("asgiref", "greenlet", "python-dotenv"),
+        # Its conftest and tests/test_cli.py use _pytest.monkeypatch.notset, which pytest 9
+        # no longer has (every test errors): this one suite runs on pytest 8.
+        args=("tests",),
+        pytest_req="pytest>=8.4,<9",
+        why="Web-application framework: app and request contexts (contextvars), the "
+        "test client, blueprints, sessions, CLI; the app's logger gets flask's "
+        "default_handler on first use and werkzeug adds its own handler lazily; "
+        "filterwarnings = error.",
+    ),
+    Project(
+        name="humanize",
+        version="4.17.0",
+        requirements=("freezegun", "pytest-benchmark"),
+        args=("src", "tests"),
+        why="Time patched in tests: freezegun's freeze_time around naturaltime/naturalday "
+        "tests (fake datetime classes bound while the patch is active), gettext "
+        "catalogues activated and deactivated (humanize.i18n globals), doctests of the "
+        "package; filterwarnings = error.",
+    ),
+    Project(
+        name="dateparser",
+        version="1.5.0",
+        requirements=("parameterized", "langdetect", "convertdate", "hijridate"),
+        args=("tests",),
+        why="Very large parametrised suite (over 20,000 tests from parameterized.expand "
+        "over every language's data), unittest-style classes; settings changed through "
+        "a module-level settings object and decorators.",
     ),
 ]
 
@@ -432,7 +475,7 @@ def precompile(work: Path, py: Path, *folders: Path | str) -> None:
 
 
 def venv_stamp(project: Project, sdist: Path) -> str:
-    return json.dumps({"install": install_spec(project, sdist), "pytest": PYTEST_REQ})
+    return json.dumps({"install": install_spec(project, sdist), "pytest": project.pytest_req})
 
 
 def build_venv(work: Path, python: str, project: Project, plugin: Path, rebuild: bool) -> Path:
@@ -448,7 +491,8 @@ def build_venv(work: Path, python: str, project: Project, plugin: Path, rebuild:
     log(f"{project.name}: building the venv")
     shutil.rmtree(py.parent.parent, ignore_errors=True)
     run_checked([python, "-m", "venv", py.parent.parent])
-    run_checked([py, "-m", "pip", "install", "-q", *install_spec(project, sdist), PYTEST_REQ])
+    install = [*install_spec(project, sdist), project.pytest_req]
+    run_checked([py, "-m", "pip", "install", "-q", *install])
     install_plugin(work, py, plugin)
     purelib = run_checked([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
     precompile(work, py, purelib.strip())
