@@ -602,18 +602,23 @@ def leaks_in(output: str) -> Leaks:
     lines = output.splitlines()
     warnings = section(lines, "warnings summary")
     count = re.search(r"^=+ isolation: (.+) leaked state =+$", output, re.M)
-    categories: dict[str, int] = {}
-    entries = section(lines, "isolation:")
-    for line in entries:
-        found = re.match(r"^\s+\[([^\]]+)\]", line)
-        if found:
-            categories[found.group(1)] = categories.get(found.group(1), 0) + 1
+    entries = [line.rstrip() for line in section(lines, "isolation:") if line.strip()]
     return Leaks(
         warning_lines=sum("LeakedStateWarning" in line for line in warnings),
         summary=count.group(1) if count else "",
-        categories=dict(sorted(categories.items())),
-        entries=[line.rstrip() for line in entries if line.strip()],
+        categories=categories_in(entries),
+        entries=entries,
     )
+
+
+def categories_in(entries: Sequence[str]) -> dict[str, int]:
+    """Entries per category in the leak section: its "[category] what" lines."""
+    categories: dict[str, int] = {}
+    for line in entries:
+        found = re.match(r"^\s*\[([^\]]+)\]", line)
+        if found:
+            categories[found.group(1)] = categories.get(found.group(1), 0) + 1
+    return dict(sorted(categories.items()))
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -1013,12 +1018,13 @@ def raw_data(meta: dict[str, Any], results: list[ProjectResult]) -> dict[str, An
 
 def run_from_raw(data: dict[str, Any]) -> Run:
     fields = {**data, "outcomes": {k: Outcome(**v) for k, v in data["outcomes"].items()}}
-    output = Path(data["output"])
-    # Leaks are parsed again from the output when it is still there (the parser may be newer).
-    if output.is_file():
-        fields["leaks"] = leaks_in(output.read_text(errors="replace"))
-    else:
-        fields["leaks"] = Leaks(**{"summary": "", "entries": [], **data["leaks"]})
+    # The stored leaks, not the run's output.txt: a later run in the same work folder
+    # overwrites runs/NAME/MODE-N. The categories are counted again from the stored section's
+    # lines (the parser may be newer).
+    leaks = Leaks(**{"summary": "", "entries": [], **data["leaks"]})
+    if leaks.entries:
+        leaks = dataclasses.replace(leaks, categories=categories_in(leaks.entries))
+    fields["leaks"] = leaks
     return Run(**fields)
 
 
