@@ -240,7 +240,7 @@ def _write_suite(pytester: pytest.Pytester) -> None:
 #: never a leak.
 ROUTINE = (
     "isolation: routine state of 3 tests put back or kept"
-    " (1 cache built again the same way, kept, 1 created lazily, 1 filled lazily,"
+    " (2 caches built again the same way, kept, 1 filled lazily,"
     " 1 module first imported, taken out again; not leaks; -v lists them)"
 )
 
@@ -262,13 +262,14 @@ def test_clean_suite_s_routine_state_is_listed_with_v(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(
         [
             "isolation: routine state of 3 tests put back or kept"
-            " (1 cache built again the same way, kept, 1 created lazily, 1 filled lazily,"
+            " (2 caches built again the same way, kept, 1 filled lazily,"
             " 1 module first imported, taken out again; not leaks)",
-            # Put back after each test, so each of the three creates it again:
-            # a new instance each time, never alike.
-            "  [[]attribute] app.config.Service.instance, created lazily (now <app.config.Service*)"
-            " (3 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
-            # Built again equal after it was put back: a cache, kept from then on.
+            # Put back after the first test, built again the same way by the
+            # second: a cache, kept from then on (the singleton's own
+            # attributes are watched per test from then on).
+            "  [[]attribute] app.config.Service.instance, built again the same way after it was"
+            " put back: a cache, kept"
+            " (2 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
             "  [[]attribute] app.config._settings, built again the same way after it was put"
             " back: a cache, kept"
             " (2 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",

@@ -49,6 +49,27 @@ def test_a_refill_alike_is_kept_from_then_on() -> None:
     assert refills.keeps("attribute", "m.C._tokens", "created", {"b": 2})  # kept for the run
 
 
+class Loader:
+    limit = 3
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, object] = {}
+
+
+def test_an_object_built_again_the_same_way_is_kept_and_a_changed_one_is_not() -> None:
+    fresh, other = Loader(), Loader()
+    other.loaded["en"] = object()  # what a loader has cached may differ
+    assert Refills().keeps("attribute", "m.C.loader", "created", Loader()) is False
+    refills = Refills()
+    refills.keeps("attribute", "m.C.loader", "created", fresh)
+    assert refills.keeps("attribute", "m.C.loader", "created", other)
+    changed = Loader()
+    changed.limit = 9  # hides the class's plain default: a test changed it
+    refills = Refills()
+    refills.keeps("attribute", "m.C.loader", "created", fresh)
+    assert not refills.keeps("attribute", "m.C.loader", "created", changed)
+
+
 def test_a_filled_container_or_a_counter_is_never_kept() -> None:
     refills = Refills()
     for _ in range(3):
@@ -70,6 +91,7 @@ class Lexer:
 
 class Service:
     _instance = None
+    value = 0
 
     @classmethod
     def get(cls):
@@ -85,13 +107,21 @@ class Service:
                 lexer.Lexer.tokens(); lexer.Service.get().value = 1
 
             def test_2():
-                lexer.Lexer.tokens(); assert not hasattr(lexer.Service.get(), "value")
+                lexer.Lexer.tokens(); assert lexer.Service.get().value == 0
 
             def test_3():
                 assert "_tokens" in vars(lexer.Lexer)  # kept since test_2 built it again
-                assert not hasattr(lexer.Service.get(), "value")
+                assert lexer.Service.get().value == 0
+
+            def test_4():
+                lexer.Service.get().value = 4  # the kept singleton's attribute: put back
+
+            def test_5():
+                assert lexer.Service.get().value == 0
         """,
     )
     result = pytester.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["isolation: routine state of * put back or kept (1 cache built*"])
+    result.assert_outcomes(passed=5)
+    # The token table is kept after test_2 built it again; the singleton that
+    # test_1 changed is put back, and kept after test_3 built it as test_2 did.
+    result.stdout.fnmatch_lines(["isolation: routine state of * put back or kept (2 caches built*"])

@@ -152,6 +152,17 @@ def _name_rank(prefix: str, owner: object) -> tuple[bool, int, str]:
     return (prefix.rpartition(".")[0] != home, prefix.count("."), prefix)
 
 
+def _hides_a_default(owner: object, name: str, old: object, new: object) -> bool:
+    """An object's own attribute set (or removed) over a plain class-level
+    default with another value (``service.value = 5`` where the class says
+    ``value = 0``): a change of the object's state, not a cache filled."""
+    default = getattr(type(owner), name, MISSING)
+    if not isinstance(default, (str, bytes, int, float, bool, type(None))):
+        return False
+    value = new if old is MISSING else old
+    return not same(default, value)
+
+
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
@@ -249,7 +260,8 @@ class Attributes:
                 if name in skipped or (not instance and _dunder(name)):
                     continue
                 old, new = space.copy.get(name, MISSING), live.get(name, MISSING)
-                if instance and (new is MISSING or old is MISSING):
+                appeared = instance and (new is MISSING or old is MISSING)
+                if appeared and not _hides_a_default(space.owner, name, old, new):
                     continue
                 if not same(old, new) and not self.cleaned_up(space.owner, name, new):
                     key = f"{space.prefix}.{name}"
@@ -381,6 +393,15 @@ class Watchlist:
         """A test module imported: its constants are watched."""
         if isinstance(module, types.ModuleType) and module.__name__ not in self.test_modules:
             self.test_modules[module.__name__] = (module.__name__, module)
+            self._dirty = True
+
+    def add_object(self, prefix: str, owner: object) -> None:
+        """An object the project created lazily and that is kept (a cache):
+        its own attributes are watched per test from now on."""
+        if id(owner) in self.patched or isinstance(owner, (types.ModuleType, type)):
+            return
+        if not callable(owner) and _has_dict(owner):
+            self.patched[id(owner)] = (prefix, owner)
             self._dirty = True
 
     def add_patched(self, owner: object) -> None:

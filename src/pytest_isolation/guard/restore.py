@@ -98,6 +98,9 @@ class Restorer:
                 what = f"{leak.what}, kept: it holds a resource"
                 leak = dataclasses.replace(leak, what=what, restored=False)
             elif cached:
+                # Kept: its own attributes are watched per test from now on,
+                # so a test that changes the kept object is still seen.
+                self.verdict.watch.add_object(item.key, item.new)
                 label = item.category.label(item.key)
                 what = f"{label}, {KINDS['cached']}"
                 leak = dataclasses.replace(leak, what=what, restored=False, routine="cached")

@@ -64,7 +64,7 @@ class Refills:
         if slot in self.kept:
             return True
         was = self.taken.pop(slot, MISSING)
-        if was is not MISSING and alike(was, new):
+        if was is not MISSING and (alike(was, new) or built_alike(was, new)):
             self.kept.add(slot)
             return True
         self.taken[slot] = new
@@ -159,3 +159,32 @@ def alike(was: object, new: object, depth: int = 0) -> bool:
             alike(a, b, depth + 1) for a, b in zip(was, new, strict=True)
         )
     return depth > 0
+
+
+def built_alike(was: object, new: object) -> bool:
+    """Two objects a project created lazily (a loader, a client, a
+    singleton) that look freshly built the same way: of one class, with the
+    same attributes of their own, equal plain values, containers of the same
+    types (what a loader has cached may differ), and no attribute of their
+    own that hides a plain class-level default with another value (a test
+    that set ``Service.get().value = 5`` left such an object: never kept)."""
+    kind = type(was)
+    if kind is not type(new) or issubclass(kind, (type, *_PLAIN)):
+        return False
+    try:
+        old_state, new_state = vars(was), vars(new)
+    except TypeError:
+        return False
+    if not isinstance(new_state, dict) or old_state.keys() != new_state.keys():
+        return False
+    for name, value in new_state.items():
+        before = old_state[name]
+        if isinstance(value, _PLAIN) or isinstance(before, _PLAIN):
+            if not equal(before, value):
+                return False
+        elif type(before) is not type(value):
+            return False
+        default = getattr(kind, name, MISSING)
+        if isinstance(default, _PLAIN) and isinstance(value, _PLAIN) and not equal(default, value):
+            return False
+    return True
