@@ -240,8 +240,7 @@ def _write_suite(pytester: pytest.Pytester) -> None:
 #: never a leak.
 ROUTINE = (
     "isolation: routine state of 3 tests put back or kept"
-    " (2 caches built again the same way, kept, 1 filled lazily,"
-    " 1 module first imported, taken out again; not leaks; -v lists them)"
+    " (3 caches built again the same way, kept, 1 filled lazily; not leaks; -v lists them)"
 )
 
 
@@ -261,9 +260,10 @@ def test_clean_suite_s_routine_state_is_listed_with_v(pytester: pytest.Pytester)
     result.assert_outcomes(passed=24)
     result.stdout.fnmatch_lines(
         [
+            # ``decimal`` (with ``fractions``), first imported by each test: taken
+            # out after the first, imported again by the second, then kept.
             "isolation: routine state of 3 tests put back or kept"
-            " (2 caches built again the same way, kept, 1 filled lazily,"
-            " 1 module first imported, taken out again; not leaks)",
+            " (3 caches built again the same way, kept, 1 filled lazily; not leaks)",
             # Put back after the first test, built again the same way by the
             # second: a cache, kept from then on (the singleton's own
             # attributes are watched per test from then on).

@@ -4,6 +4,7 @@ put it back: kept as a cache from then on (``guard/routine.py``, issue 29)."""
 from __future__ import annotations
 
 import re
+import types
 
 import pytest
 from tests.conftest import TIMEOUT
@@ -125,3 +126,14 @@ class Service:
     # The token table is kept after test_2 built it again; the singleton that
     # test_1 changed is put back, and kept after test_3 built it as test_2 did.
     result.stdout.fnmatch_lines(["isolation: routine state of * put back or kept (2 caches built*"])
+
+
+def test_a_module_imported_again_by_a_later_test_is_kept() -> None:
+    """Taken out after the first test that imported it; imported again from
+    the same file by a later one, the code under test imports it as a matter
+    of course (anyio's suite: ``sqlite3`` in every test), so it stays."""
+    first, again = types.ModuleType("lazy_mod"), types.ModuleType("lazy_mod")
+    first.__file__ = again.__file__ = "/project/lazy_mod.py"
+    refills = Refills()
+    assert not refills.keeps("sys.modules", "lazy_mod", "imported", first)
+    assert refills.keeps("sys.modules", "lazy_mod", "imported", again)
