@@ -273,3 +273,33 @@ def test_a_module_a_stayer_holds_is_not_taken_out(pytester: pytest.Pytester) -> 
     result = pytester.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
     result.assert_outcomes(passed=2)
     result.stdout.no_fnmatch_line("*modules first imported*")
+
+
+def test_nested_containers_below_a_lowercase_name_are_the_deep_tiers(
+    pytester: pytest.Pytester,
+) -> None:
+    """One level down is watched below UPPER_CASE names after every test
+    (configuration by convention); below any name in the deep tier, where
+    a module's data tables (thousands of small lists) are worth the cost."""
+    pytester.makepyfile(
+        **{
+            "proj/__init__.py": "",
+            "proj/tables.py": "settings = {'db': {'host': 'localhost'}}\n",
+            "test_t.py": """
+                import proj.tables as t
+
+                def test_polluter():
+                    t.settings['db']['host'] = 'prod'
+
+                def test_victim():
+                    assert t.settings['db']['host'] == 'localhost'
+            """,
+        }
+    )
+    default = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
+    default.assert_outcomes(failed=1, passed=1)
+    deep = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-leaks-deep", timeout=TIMEOUT
+    )
+    deep.assert_outcomes(passed=2, warnings=1)
+    deep.stdout.fnmatch_lines([literal("*test_polluter leaked proj.tables.settings['db']*")])

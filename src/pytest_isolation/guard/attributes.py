@@ -263,6 +263,14 @@ class Attributes:
         assert isinstance(saved, _Snapshot)
         return saved.unchanged()
 
+    def changed_spaces(self, saved: object) -> list[_Saved]:
+        """The namespaces of a snapshot that changed since it was taken."""
+        if isinstance(saved, _Snapshot):
+            return saved.split()[1]
+        if not isinstance(saved, list):
+            return []
+        return [space for space in saved if not space.unchanged()]
+
     def diff(self, saved: object) -> list[Change]:
         assert isinstance(saved, list)
         found: list[Change] = []

@@ -44,21 +44,31 @@ def items_of(container: Any) -> tuple[object, ...]:
 NESTED_PER_CONTAINER = 64
 
 
+def constant(name: str) -> bool:
+    """An UPPER_CASE name: a module's configuration or registry by convention."""
+    return name.isupper()
+
+
 def _containers_in(
     spaces: list[Space],
     watched: Callable[[str], bool] = lambda name: not name.startswith("__"),
     known: dict[str, Content] | None = None,
+    nested: Callable[[str], bool] = constant,
 ) -> dict[str, Content]:
-    """The containers bound in these namespaces, by ``prefix.name``, and
-    those held one level down in them (``CONFIG['db']``, ``RULES[0]``):
-    ``CONFIG['db']['host'] = 'x'`` changes only the inner one.
+    """The containers bound in these namespaces, by ``prefix.name``, and,
+    below the names ``nested`` accepts, those held one level down in them
+    (``CONFIG['db']``, ``HANDLERS[0]``): ``CONFIG['db']['host'] = 'x'``
+    changes only the inner one.  By default only below UPPER_CASE names:
+    a module's data tables (dateparser's ``info`` of every language holds
+    thousands of lists) would make the check after every test cost more
+    than the test; the deep tier looks below every name.
 
     One container reached under many names (``from ._builtins import
     OPCODES``) is one key, named where it is defined (the shortest name,
     then the first alphabetically).  A container whose content ``known``
     already holds, unchanged, keeps that snapshot (no copy)."""
     by_container: dict[int, tuple[str, Any]] = {}
-    for key, value in _bound(spaces, watched):
+    for key, value in _bound(spaces, watched, nested):
         seen = by_container.get(id(value))
         if seen is None or (len(key), key) < (len(seen[0]), seen[0]):
             by_container[id(value)] = (key, value)
@@ -72,13 +82,16 @@ def _containers_in(
     return found
 
 
-def _bound(spaces: list[Space], watched: Callable[[str], bool]) -> Iterator[tuple[str, Any]]:
+def _bound(
+    spaces: list[Space], watched: Callable[[str], bool], nested: Callable[[str], bool]
+) -> Iterator[tuple[str, Any]]:
     for prefix, owner in spaces:
         for name, value in list(vars(owner).items()):
             if issubclass(type(value), CONTAINERS) and watched(name):
                 key = f"{prefix}.{name}"
                 yield key, value
-                yield from _nested(key, value)
+                if nested(name):
+                    yield from _nested(key, value)
 
 
 def _nested(key: str, container: Any) -> Iterator[tuple[str, Any]]:
@@ -165,13 +178,81 @@ class Content:
         return f"{kind} of {self.size} item{'s' if self.size != 1 else ''}"
 
 
+def _dict_of(items: tuple[object, ...]) -> dict[object, object]:
+    half = len(items) // 2
+    return dict(zip(items[:half], items[half:], strict=True))
+
+
+#: Built-in container types whose ``==`` the fast check may call, and how to
+#: build a plain one from a snapshot's items: a subclass that keeps its
+#: base's comparison compares the same way against it.
+_BUILDERS: tuple[tuple[type, Callable[[tuple[object, ...]], object]], ...] = (
+    (dict, _dict_of),
+    (list, list),
+    (set, set),
+    (collections.deque, collections.deque),
+)
+
+
+def _builder(container: object) -> Callable[[tuple[object, ...]], object] | None:
+    kind = type(container)
+    for base, build in _BUILDERS:
+        if issubclass(kind, base):
+            # The same comparison as the base's: ``==`` runs no Python code.
+            same = getattr(kind, "__eq__", None) is getattr(base, "__eq__", None)
+            return build if same else None
+    return None
+
+
+class _Contents(dict[str, Content]):
+    """The containers' snapshot, with a check that runs after every test in
+    one C-level comparison: the live containers against plain containers
+    built from the snapshot's items when the check is first needed (a list
+    of a dict, a list's items compared by identity first, so an unchanged
+    container costs no Python call).  A subclass that overrides ``==`` is
+    compared by its items."""
+
+    _fast: tuple[list[object], list[object], list[Content]] | None = None
+
+    def __setitem__(self, key: str, value: Content) -> None:
+        self._fast = None
+        super().__setitem__(key, value)
+
+    def setdefault(self, key: str, default: Content) -> Content:
+        self._fast = None
+        return super().setdefault(key, default)
+
+    def unchanged(self) -> bool:
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = self._prepare()
+        live, plain, others = fast
+        return live == plain and all(items_of(c.container) == c.items for c in others)
+
+    def _prepare(self) -> tuple[list[object], list[object], list[Content]]:
+        live: list[object] = []
+        plain: list[object] = []
+        others: list[Content] = []
+        for content in self.values():
+            build = _builder(content.container)
+            if build is None:
+                others.append(content)
+            else:
+                live.append(content.container)
+                plain.append(build(content.items))
+        return live, plain, others
+
+
 class Containers:
     """In-place mutation of containers in project module and class namespaces."""
 
     name = "container"
     hint = "copy it in the test, or reset it in a fixture (allow a lazily filled cache)"
 
-    def __init__(self) -> None:
+    def __init__(self, nest_everywhere: bool = False) -> None:
+        #: Containers one level down below every name (the deep tier), not
+        #: only below UPPER_CASE ones.
+        self.nested: Callable[[str], bool] = (lambda name: True) if nest_everywhere else constant
         self.spaces: list[Space] = []
         #: Test modules: only their UPPER_CASE names (constants) are watched,
         #: and any change to one is a leak (a test's list of calls is its own).
@@ -180,14 +261,14 @@ class Containers:
         #: Test modules' constants as their import left them.
         self.at_import: dict[str, Content] = {}
 
-    def _read(self, known: dict[str, Content] | None = None) -> dict[str, Content]:
-        found = _containers_in(self.spaces, known=known)
-        constants = _containers_in(self.constants, lambda name: name.isupper(), known)
+    def _read(self, known: dict[str, Content] | None = None) -> _Contents:
+        found = _containers_in(self.spaces, known=known, nested=self.nested)
+        constants = _containers_in(self.constants, constant, known)
         for key, content in constants.items():
             first = self.at_import.get(key)
             if first is None or first.container is not content.container:
                 self.at_import[key] = content
-        return {**found, **constants}
+        return _Contents({**found, **constants})
 
     def snapshot(self) -> object:
         return self._read()
@@ -201,12 +282,13 @@ class Containers:
     def adopt(self, saved: object, spaces: list[Space]) -> None:
         """Add the containers of namespaces that did not exist at the snapshot."""
         if isinstance(saved, dict):
-            for key, content in _containers_in(spaces).items():
+            for key, content in _containers_in(spaces, nested=self.nested).items():
                 saved.setdefault(key, content)
 
     def unchanged(self, saved: object) -> bool:
+        if isinstance(saved, _Contents):
+            return saved.unchanged()
         assert isinstance(saved, dict)
-        # No Content built per container: this runs after every test.
         return all(items_of(content.container) == content.items for content in saved.values())
 
     def diff(self, saved: object) -> list[Change]:

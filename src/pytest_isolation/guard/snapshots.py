@@ -36,7 +36,7 @@ class Snapshots:
         #: class's dicts after every test cost pygments' suite minutes.
         self.deep = deep
         self.attributes = Attributes(sites)
-        self.containers = Containers()
+        self.containers = Containers(nest_everywhere=deep)
         self.sys_modules = SysModules(NewModules(watch.project_module))
         categories: list[Category] = [
             MockPatches(),

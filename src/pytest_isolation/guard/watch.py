@@ -53,6 +53,7 @@ from pytest_isolation.guard.values import FixtureValues
 from pytest_isolation.guard.verdict import Verdict
 from pytest_isolation.guard.verdict import first_import
 from pytest_isolation.guard.verdict import package_logger
+from pytest_isolation.guard.windows import Diffs
 from pytest_isolation.guard.windows import FixtureWindows
 from pytest_isolation.guard.windows import Owned
 from pytest_isolation.guard.windows import Tier
@@ -171,7 +172,10 @@ class LeakGuard:
         if any(not any(p is q for q in window.patches) for p in active_patches()):
             return True
         saved = self.snapshots.tier.saved.get(self.snapshots.attributes)
-        before = {space.prefix: space.copy for space in saved} if isinstance(saved, list) else {}
+        changed = self.snapshots.attributes.changed_spaces(saved)
+        if not changed:  # no namespace rebound since the window opened: no source parsed
+            return False
+        before = {space.prefix: space.copy for space in changed}
         for source, name in bindings.from_imports(module).values():
             was = before.get(source, {}).get(name, MISSING)
             if was is not MISSING and was is not getattr(sys.modules.get(source), name, was):
@@ -462,7 +466,9 @@ class LeakGuard:
             return result
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
-        since_setup = [item for tier in self._tiers() for item in changes(tier, before)]
+        diffs = Diffs()
+        tiers = self._tiers()
+        since_setup = [item for tier in tiers for item in changes(tier, before, True, diffs)]
         found = [item for item in since_setup if (item.category, item.key) in owned]
         # What its teardown changed that was not the fixture's and is not back
         # to how it was before the fixture (a teardown cleaning up is fine).
@@ -472,7 +478,7 @@ class LeakGuard:
             found += [
                 item
                 for tier in self._tiers()
-                for item in changes(tier, pre_teardown)
+                for item in changes(tier, pre_teardown, True, diffs)
                 if (item.category, item.key) in changed_since_setup
                 and (item.category, item.key) not in owned
             ]
@@ -489,10 +495,11 @@ class LeakGuard:
             leaks = [dataclasses.replace(leak, routine=leak.routine or "ended") for leak in leaks]
         escalated = self.settler.settle(leaks, request.node)
         if pre_teardown is not None:
+            diffs = diffs if not found else Diffs()  # what was found is put back now
             released = {
                 key: delta
                 for tier in self._tiers()
-                for key, delta in raw_changes(tier, pre_teardown).items()
+                for key, delta in raw_changes(tier, pre_teardown, diffs).items()
                 if key in owned
             }
             for window in (self.window, self.file_window):

@@ -181,15 +181,38 @@ class Found:
     new: object
 
 
-def changes(tier: Tier, saved: dict[Category, object], leaks: bool = True) -> list[Found]:
+class Diffs:
+    """Each snapshot's differences from the state now, found once: a
+    fixture's finalization compares the state with its set-up's snapshot
+    and with its pre-teardown one, which are often the same objects (the
+    tier's saved snapshot, reused while nothing changed).  Valid only
+    while the state does not change (make a new one after putting back)."""
+
+    def __init__(self) -> None:
+        # By identity, not ``id()``: each ``id()`` call is an audit event.
+        self._found: list[tuple[object, list[tuple[str, object, object]]]] = []
+
+    def of(self, category: Category, saved: object) -> list[tuple[str, object, object]]:
+        for snapshot, found in self._found:
+            if snapshot is saved:
+                return found
+        found = safe_diff(category, saved)
+        self._found.append((saved, found))
+        return found
+
+
+def changes(
+    tier: Tier, saved: dict[Category, object], leaks: bool = True, diffs: Diffs | None = None
+) -> list[Found]:
     """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn."""
     found = []
     fake_filesystem = leaks and pyfakefs_alive()
+    diffs = diffs or Diffs()
     for category in tier.categories:
         before = saved.get(category)
         if before is None:
             continue
-        for key, old, new in safe_diff(category, before):
+        for key, old, new in diffs.of(category, before):
             if fake_filesystem and category.name != "fakefs" and made_by_pyfakefs(old, new):
                 continue
             if category.is_leak(key, old, new):
@@ -197,14 +220,17 @@ def changes(tier: Tier, saved: dict[Category, object], leaks: bool = True) -> li
     return found
 
 
-def raw_changes(tier: Tier, saved: dict[Category, object]) -> dict[Key, Delta]:
+def raw_changes(
+    tier: Tier, saved: dict[Category, object], diffs: Diffs | None = None
+) -> dict[Key, Delta]:
     """Every key that differs from ``saved``, leak or not: what a fixture's
     teardown did."""
     found: dict[Key, Delta] = {}
+    diffs = diffs or Diffs()
     for category in tier.categories:
         before = saved.get(category)
         if before is not None:
-            for key, old, new in safe_diff(category, before):
+            for key, old, new in diffs.of(category, before):
                 found[(category, key)] = (old, new)
     return found
 
