@@ -124,9 +124,16 @@ class LeakGuard:
         #: The process whose state the snapshots are of.
         self.pid = _getpid()
 
-    def _tiers(self) -> list[Tier]:
-        """The tiers open now: the file's too while a test file runs."""
-        return self.snapshots.tiers(self.file_window is not None)
+    def _tiers(self, fixturedef: Any = None) -> list[Tier]:
+        """The tiers open now: the file's too while a test file runs, except
+        for a class-scoped fixture, which is checked like a test (the
+        library modules' functions and classes once per file: comparing
+        them at each of a Django suite's class set-ups and teardowns
+        doubled its run time)."""
+        file_open = self.file_window is not None
+        if fixturedef is not None and fixturedef.scope == "class":
+            file_open = False
+        return self.snapshots.tiers(file_open)
 
     @property
     def contained(self) -> bool:
@@ -434,12 +441,14 @@ class LeakGuard:
     def pytest_fixture_setup(self, fixturedef: Any) -> Generator[None, object, object]:
         if fixturedef.scope == "function":
             return (yield)
-        before = {key: value for tier in self._tiers() for key, value in tier.take().items()}
+        before = {
+            key: value for tier in self._tiers(fixturedef) for key, value in tier.take().items()
+        }
         try:
             result = yield
         finally:
             owned: Owned = {}
-            for tier in self._tiers():
+            for tier in self._tiers(fixturedef):
                 for found in changes(tier, before, leaks=False):
                     owned[(found.category, found.key)] = (found.old, found.new)
             self.fixtures.open[id(fixturedef)] = (before, owned, dict(self.recorders.seen))
@@ -467,7 +476,7 @@ class LeakGuard:
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
         diffs = Diffs()
-        tiers = self._tiers()
+        tiers = self._tiers(fixturedef)
         since_setup = [item for tier in tiers for item in changes(tier, before, True, diffs)]
         found = [item for item in since_setup if (item.category, item.key) in owned]
         # What its teardown changed that was not the fixture's and is not back
@@ -477,7 +486,7 @@ class LeakGuard:
             changed_since_setup = {(item.category, item.key) for item in since_setup}
             found += [
                 item
-                for tier in self._tiers()
+                for tier in tiers
                 for item in changes(tier, pre_teardown, True, diffs)
                 if (item.category, item.key) in changed_since_setup
                 and (item.category, item.key) not in owned
@@ -498,7 +507,7 @@ class LeakGuard:
             diffs = diffs if not found else Diffs()  # what was found is put back now
             released = {
                 key: delta
-                for tier in self._tiers()
+                for tier in tiers
                 for key, delta in raw_changes(tier, pre_teardown, diffs).items()
                 if key in owned
             }
@@ -511,7 +520,7 @@ class LeakGuard:
 
     def _before_teardown(self, fixturedef: Any) -> None:
         self.fixtures.pre_teardown[id(fixturedef)] = {
-            key: value for tier in self._tiers() for key, value in tier.take().items()
+            key: value for tier in self._tiers(fixturedef) for key, value in tier.take().items()
         }
 
     # -- deep tier: values of higher-scoped fixtures ---------------------------

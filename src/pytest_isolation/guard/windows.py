@@ -39,6 +39,10 @@ class Tier:
     def __init__(self, categories: list[Category]) -> None:
         self.categories = categories
         self.saved: dict[Category, object] = {}
+        #: The last snapshot :meth:`take` made that is not the saved one:
+        #: the fixtures set up one after another inside a test that changed
+        #: the state each take the state as it is now, which is that one.
+        self.taken: dict[Category, object] = {}
 
     def changed(self) -> list[Category]:
         """The categories whose live state no longer matches their snapshot.
@@ -70,11 +74,17 @@ class Tier:
             if saved is not None and safe_unchanged(category, saved):
                 now[category] = saved
                 continue
+            taken = self.taken.get(category)
+            if taken is not None and safe_unchanged(category, taken):
+                now[category] = taken
+                continue
+            base = taken if taken is not None else saved
             resnapshot = getattr(category, "resnapshot", None)
-            if saved is not None and resnapshot is not None:
-                now[category] = resnapshot(saved)
+            if base is not None and resnapshot is not None:
+                now[category] = resnapshot(base)
             else:
                 now[category] = category.snapshot()
+            self.taken[category] = now[category]
         return now
 
     def rebase(self) -> None:
@@ -92,6 +102,7 @@ class Tier:
 
     def forget(self, category: Category) -> None:
         self.saved.pop(category, None)
+        self.taken.pop(category, None)
 
 
 @dataclasses.dataclass(slots=True)
