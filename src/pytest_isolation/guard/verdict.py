@@ -22,6 +22,7 @@ from pytest_isolation.guard.routine import classify
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.windows import Diffs
 from pytest_isolation.guard.windows import Found
 from pytest_isolation.guard.windows import Tier
 from pytest_isolation.guard.windows import Window
@@ -72,8 +73,9 @@ class Verdict:
         return isinstance(filename, str) and self.sites.library(filename)
 
     def found(self, window: Window, tier: Tier, saved: dict[Category, object]) -> list[Found]:
-        """What changed in ``tier`` since ``saved`` that is the window's own leak."""
-        found = changes(tier, saved)
+        """What changed in ``tier`` (categories known to differ from ``saved``)
+        since ``saved`` that is the window's own leak."""
+        found = changes(tier, saved, diffs=Diffs(tier.categories))
         keys = {item.key for item in found if item.category.name == "attribute"}
         imported = self.sys_modules.added_since(saved.get(self.sys_modules))
         return [
