@@ -745,3 +745,50 @@ def test_the_logging_plugin_s_handlers_are_the_run_s(
     result = run(pytester, mode)
     result.assert_outcomes(passed=2)
     result.stdout.no_fnmatch_line("*leaked*")
+
+
+def test_a_longer_lived_fixture_set_up_inside_another_is_its_own(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    """A session fixture set up from inside a class fixture's set-up
+    (pytest-django's ``_django_setup_unittest`` asks for ``django_db_setup``,
+    which renames the test database in ``settings.DATABASES``) owns what it
+    sets: the class fixture's finalization neither puts it back nor is
+    blamed for it, and the session fixture's teardown is what undoes it."""
+    write(
+        pytester.path,
+        {
+            "proj/__init__.py": "",
+            "proj/settings.py": "DATABASES = {'default': {'NAME': 'app'}}\n",
+            "conftest.py": """
+                import pytest
+                import proj.settings as s
+
+                @pytest.fixture(scope="session")
+                def db_setup():
+                    s.DATABASES["default"]["NAME"] = "test_app"
+                    yield
+                    s.DATABASES["default"]["NAME"] = "app"
+
+                @pytest.fixture(scope="class", autouse=True)
+                def unittest_setup(request):
+                    request.getfixturevalue("db_setup")
+                    yield
+            """,
+            "test_db.py": """
+                import proj.settings as s
+
+                class TestA:
+                    def test_one(self):
+                        assert s.DATABASES["default"]["NAME"] == "test_app"
+
+                class TestB:
+                    def test_two(self):
+                        assert s.DATABASES["default"]["NAME"] == "test_app"
+            """,
+        },
+    )
+    result = run(pytester, mode, "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*LeakedStateWarning*")
+    result.stdout.no_fnmatch_line("*unittest_setup*")

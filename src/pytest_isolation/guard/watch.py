@@ -444,6 +444,7 @@ class LeakGuard:
         before = {
             key: value for tier in self._tiers(fixturedef) for key, value in tier.take().items()
         }
+        already_open = set(self.fixtures.open)
         try:
             result = yield
         finally:
@@ -451,6 +452,13 @@ class LeakGuard:
             for tier in self._tiers(fixturedef):
                 for found in changes(tier, before, leaks=False):
                     owned[(found.category, found.key)] = (found.old, found.new)
+            # A fixture set up from inside this one's set-up (never a
+            # shorter-lived one) owns what it set: this one's teardown must
+            # neither put it back nor be blamed for it.
+            for key, (_, inner, _) in self.fixtures.open.items():
+                if key not in already_open:
+                    for inner_key in inner:
+                        owned.pop(inner_key, None)
             self.fixtures.open[id(fixturedef)] = (before, owned, dict(self.recorders.seen))
             # Runs first among the fixture's finalizers: the state before its teardown.
             fixturedef.addfinalizer(partial(self._before_teardown, fixturedef))
