@@ -426,9 +426,16 @@ def test_ctrl_c_ends_children_and_reports_interrupted(
     )
     command = [sys.executable, "-m", "pytest", *FILE_MODE, f"--isolation-start={start}"]
     command += ["-p", "no:randomly"]
-    process = subprocess.Popen(
-        command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    # The run takes SIGINT with its default handler: a shell's background job
+    # (``cmd &`` without job control, as CI may run) ignores SIGINT, and a
+    # Python started with it ignored never raises KeyboardInterrupt.
+    before = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        process = subprocess.Popen(
+            command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
     try:
         wait_for(pytester.path / "pids.txt", time.monotonic() + TIMEOUT)
         time.sleep(0.2)
