@@ -265,11 +265,7 @@ class Attributes:
 
     def changed_spaces(self, saved: object) -> list[_Saved]:
         """The namespaces of a snapshot that changed since it was taken."""
-        if isinstance(saved, _Snapshot):
-            return saved.split()[1]
-        if not isinstance(saved, list):
-            return []
-        return [space for space in saved if not space.unchanged()]
+        return saved.split()[1] if isinstance(saved, _Snapshot) else []
 
     def diff(self, saved: object) -> list[Change]:
         assert isinstance(saved, list)

@@ -178,30 +178,24 @@ class Content:
         return f"{kind} of {self.size} item{'s' if self.size != 1 else ''}"
 
 
-def _dict_of(items: tuple[object, ...]) -> dict[object, object]:
-    half = len(items) // 2
-    return dict(zip(items[:half], items[half:], strict=True))
+#: Built-in container types whose own ``==`` the fast check may call.
+_FAST_TYPES = (dict, list, set, collections.deque)
 
 
-#: Built-in container types whose ``==`` the fast check may call, and how to
-#: build a plain one from a snapshot's items: a subclass that keeps its
-#: base's comparison compares the same way against it.
-_BUILDERS: tuple[tuple[type, Callable[[tuple[object, ...]], object]], ...] = (
-    (dict, _dict_of),
-    (list, list),
-    (set, set),
-    (collections.deque, collections.deque),
-)
-
-
-def _builder(container: object) -> Callable[[tuple[object, ...]], object] | None:
+def _fast_comparable(container: object) -> bool:
+    """A built-in container, or a subclass that keeps its base's ``==``
+    (which then runs no Python code)."""
     kind = type(container)
-    for base, build in _BUILDERS:
-        if issubclass(kind, base):
-            # The same comparison as the base's: ``==`` runs no Python code.
-            same = getattr(kind, "__eq__", None) is getattr(base, "__eq__", None)
-            return build if same else None
-    return None
+    base = next((base for base in _FAST_TYPES if issubclass(kind, base)), None)
+    return base is not None and getattr(kind, "__eq__", None) is getattr(base, "__eq__", None)
+
+
+def _plain_copy(content: Content) -> object:
+    """A plain container with the snapshot's items, equal to the live one
+    while it is unchanged."""
+    if isinstance(content.container, collections.deque):
+        return collections.deque(content.items)
+    return content.plain()
 
 
 class _Contents(dict[str, Content]):
@@ -234,12 +228,11 @@ class _Contents(dict[str, Content]):
         plain: list[object] = []
         others: list[Content] = []
         for content in self.values():
-            build = _builder(content.container)
-            if build is None:
-                others.append(content)
-            else:
+            if _fast_comparable(content.container):
                 live.append(content.container)
-                plain.append(build(content.items))
+                plain.append(_plain_copy(content))
+            else:
+                others.append(content)
         return live, plain, others
 
 
@@ -286,10 +279,8 @@ class Containers:
                 saved.setdefault(key, content)
 
     def unchanged(self, saved: object) -> bool:
-        if isinstance(saved, _Contents):
-            return saved.unchanged()
-        assert isinstance(saved, dict)
-        return all(items_of(content.container) == content.items for content in saved.values())
+        assert isinstance(saved, _Contents)
+        return saved.unchanged()
 
     def diff(self, saved: object) -> list[Change]:
         assert isinstance(saved, dict)

@@ -485,7 +485,7 @@ class LeakGuard:
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
         diffs = Diffs()
         tiers = self._tiers(fixturedef)
-        since_setup = [item for tier in tiers for item in changes(tier, before, True, diffs)]
+        since_setup = [item for tier in tiers for item in changes(tier, before, diffs=diffs)]
         found = [item for item in since_setup if (item.category, item.key) in owned]
         # What its teardown changed that was not the fixture's and is not back
         # to how it was before the fixture (a teardown cleaning up is fine).
@@ -495,7 +495,7 @@ class LeakGuard:
             found += [
                 item
                 for tier in tiers
-                for item in changes(tier, pre_teardown, True, diffs)
+                for item in changes(tier, pre_teardown, diffs=diffs)
                 if (item.category, item.key) in changed_since_setup
                 and (item.category, item.key) not in owned
             ]

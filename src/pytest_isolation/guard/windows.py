@@ -221,7 +221,7 @@ def changes(
     """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn."""
     found = []
     fake_filesystem = leaks and pyfakefs_alive()
-    diffs = diffs or Diffs()
+    diffs = Diffs() if diffs is None else diffs
     for category in tier.categories:
         before = saved.get(category)
         if before is None:
@@ -240,7 +240,7 @@ def raw_changes(
     """Every key that differs from ``saved``, leak or not: what a fixture's
     teardown did."""
     found: dict[Key, Delta] = {}
-    diffs = diffs or Diffs()
+    diffs = Diffs() if diffs is None else diffs
     for category in tier.categories:
         before = saved.get(category)
         if before is not None:
