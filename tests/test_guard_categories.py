@@ -408,6 +408,43 @@ def test_fakefs_patcher_and_monkeypatch_left_active(pytester: pytest.Pytester) -
     )
 
 
+LATE_PATCHER = """
+    import os
+    import pytest
+
+    KEPT = pytest.MonkeyPatch()
+    LATER = []
+
+    def test_first_patcher():
+        KEPT.setenv("FIRST", "1")
+
+    def test_patcher_made_after_the_first_was_found():
+        LATER.append(pytest.MonkeyPatch())
+        LATER[0].setenv("SECOND", "2")
+
+    def test_zz_both_undone():
+        assert "FIRST" not in os.environ and "SECOND" not in os.environ
+        assert KEPT._setitem == [] and LATER[0]._setitem == []
+"""
+
+
+def test_a_monkeypatch_made_after_the_first_one_was_found_is_undone_too(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_late=LATE_PATCHER)
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(passed=3, warnings=2)
+    for name, value in (("FIRST", "1"), ("SECOND", "2")):
+        result.stdout.fnmatch_lines(
+            [
+                literal(
+                    f"*leaked os.environ['{name}'] (was unset, now '{value}') "
+                    "through a pytest.MonkeyPatch never undone*"
+                )
+            ]
+        )
+
+
 LEFTOVERS = """
     import subprocess, sys, threading, time
 

@@ -6,14 +6,21 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import sysconfig
 import threading
+import types
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
 import pytest
 
+from pytest_isolation.guard import dictversion
+from pytest_isolation.guard.attributes import Attributes
+from pytest_isolation.guard.deep import Containers
 from pytest_isolation.guard.leftovers import pooled
+from pytest_isolation.guard.mocks import _LivePatchers
 from pytest_isolation.guard.mocks import _pyfakefs_patcher
 from pytest_isolation.guard.mocks import active_patches
 from pytest_isolation.guard.mocks import monkeypatch_records
@@ -91,6 +98,31 @@ def test_monkeypatch_records(tmp_path: Path) -> None:
     assert monkeypatch_records(patcher) == []
 
 
+def test_each_monkeypatch_holds_one_reference_to_its_class() -> None:
+    """What lets the guard skip the heap walk for forgotten patchers: a
+    ``pytest.MonkeyPatch`` made or dropped moves the class's reference count
+    by one."""
+    cls = pytest.MonkeyPatch  # (an assert's rewriting holds what it reads)
+    before = sys.getrefcount(cls)
+    patcher = cls()
+    made = sys.getrefcount(cls)
+    del patcher
+    dropped = sys.getrefcount(cls)
+    assert (made, dropped) == (before + 1, before)
+
+
+def test_live_patchers_are_found_after_the_first_walk() -> None:
+    live = _LivePatchers()
+    first = pytest.MonkeyPatch()
+    assert first in live()
+    second = pytest.MonkeyPatch()  # made after a walk: the count tells
+    assert {id(first), id(second)} <= {id(patcher) for patcher in live()}
+    del first  # one gone, a new one made: the same count, still found
+    third = pytest.MonkeyPatch()
+    found = {id(patcher) for patcher in live()}
+    assert {id(second), id(third)} <= found
+
+
 def test_pyfakefs_active_patcher_is_public() -> None:
     fake_filesystem_unittest = pytest.importorskip("pyfakefs.fake_filesystem_unittest")
     assert _pyfakefs_patcher() is None
@@ -124,3 +156,102 @@ def test_a_pool_s_workers_are_told_by_thread_target() -> None:
     finally:
         stop.set()
         plain.join()
+
+
+CPYTHON_WITH_TAGS = (
+    sys.implementation.name == "cpython"
+    and (3, 10) <= sys.version_info < (3, 14)
+    and not hasattr(sys, "getobjects")
+    and not sysconfig.get_config_var("Py_GIL_DISABLED")
+)
+
+
+@pytest.mark.skipif(not CPYTHON_WITH_TAGS, reason="dict version tags are CPython 3.10-3.13's")
+def test_the_dict_version_tag_is_where_the_guard_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supported CPythons pass the self-test, and the tag read through
+    the view moves with each write a test makes (a monkeypatch, a class
+    attribute) and stays put otherwise."""
+    assert dictversion.WORKS
+    module = types.ModuleType("fenced")
+    probe = type("Probe", (), {"value": 0})
+    for owner in (module, probe):
+        tag = dictversion.tag_of(owner)
+        assert tag is not None
+        view, before, namespace = tag
+        assert namespace is dictversion.namespace(owner)
+        assert view[0] == before
+        monkeypatch.setattr(owner, "value", 1, raising=False)
+        assert view[0] != before
+    assert dictversion.tag_of(probe()) is None  # an object's own dict: compared by value
+
+
+@pytest.mark.parametrize("tags", [True, False], ids=["version tags", "values compared"])
+def test_a_namespace_snapshot_sees_every_write(monkeypatch: pytest.MonkeyPatch, tags: bool) -> None:
+    """The per-test check, with the tags and without them (another
+    interpreter): a rebinding, a new name and a removal are each seen, and
+    only in the namespace written to."""
+    if not tags:
+        monkeypatch.setattr(dictversion, "WORKS", False)
+    elif not dictversion.WORKS:
+        pytest.skip("this interpreter has no dict version tags")
+    module = types.ModuleType("watched")
+    module.value = 1  # type: ignore[attr-defined]
+    other = type("Other", (), {"value": 1})
+    watched = Attributes(Sites(Path.cwd()))
+    watched.spaces = [("watched", module), ("Other", other)]
+    writes: list[tuple[object, Callable[[], None]]] = [
+        (module, lambda: setattr(module, "value", 2)),
+        (module, lambda: setattr(module, "new", 1)),
+        (module, lambda: delattr(module, "value")),
+        (other, lambda: setattr(other, "value", 2)),
+    ]
+    for owner, write in writes:
+        snapshot = watched.snapshot()
+        assert watched.unchanged(snapshot)
+        write()
+        assert not watched.unchanged(snapshot)
+        assert [space.owner for space in watched.changed_spaces(snapshot)] == [owner]
+    # Written to and put back: unchanged, and (with tags) one read from then on.
+    module.value = 2  # type: ignore[attr-defined]
+    snapshot = watched.snapshot()
+    module.value = 3  # type: ignore[attr-defined]
+    module.value = 2  # type: ignore[attr-defined]
+    assert watched.unchanged(snapshot)
+    assert watched.changed_spaces(snapshot) == []
+    module.value = 3  # type: ignore[attr-defined]
+    assert not watched.unchanged(snapshot)
+
+
+@pytest.mark.parametrize("tags", [True, False], ids=["version tags", "values compared"])
+def test_a_container_snapshot_sees_every_write(monkeypatch: pytest.MonkeyPatch, tags: bool) -> None:
+    """The containers' check, with the tags and without them: an item set,
+    added or removed is seen; the content put back is unchanged again."""
+    if not tags:
+        monkeypatch.setattr(dictversion, "WORKS", False)
+    elif not dictversion.WORKS:
+        pytest.skip("this interpreter has no dict version tags")
+    module = types.ModuleType("registry")
+    module.REGISTRY = {"a": 1}  # type: ignore[attr-defined]
+    module.ITEMS = [1]  # type: ignore[attr-defined]
+    watched = Containers()
+    watched.spaces = [("registry", module)]
+    registry: dict[str, int] = module.REGISTRY
+    writes: list[Callable[[], object]] = [
+        lambda: registry.__setitem__("a", 2),
+        lambda: registry.__setitem__("b", 1),
+        lambda: registry.pop("a"),
+        lambda: module.ITEMS.append(2),
+    ]
+    for write in writes:
+        snapshot = watched.snapshot()
+        assert watched.unchanged(snapshot)
+        write()
+        assert not watched.unchanged(snapshot)
+        assert len(watched.diff(snapshot)) == 1
+    snapshot = watched.snapshot()
+    assert watched.unchanged(snapshot)
+    registry["c"] = 3
+    del registry["c"]
+    assert watched.unchanged(snapshot)  # written to, and back as it was
+    registry["c"] = 3
+    assert not watched.unchanged(snapshot)

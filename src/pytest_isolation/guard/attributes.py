@@ -9,6 +9,7 @@ classes replaced there (library data changes lazily and is not a test's doing).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import os
@@ -18,8 +19,10 @@ import types
 from collections.abc import Iterable
 from collections.abc import Mapping
 from itertools import chain
+from itertools import compress
 from pathlib import Path
 
+from pytest_isolation.guard import dictversion
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.process import SYS_COVERED
 from pytest_isolation.guard.sites import Sites
@@ -70,41 +73,101 @@ Space = tuple[str, object]
 class _Saved:
     """One namespace's dict at snapshot time: a live view, its values as a
     list (for the fast compare) and a copy (for the diff).  A tracked stdlib
-    module is compared by its write count instead (see :mod:`.tracked`)."""
+    module is compared by its write count instead (see :mod:`.tracked`), a
+    module or class by its dict's version tag where the interpreter has one
+    (see :mod:`.dictversion`)."""
 
-    __slots__ = ("copy", "live", "owner", "owner_id", "prefix", "values", "version")
+    __slots__ = (
+        "copy",
+        "live",
+        "namespace",
+        "owner",
+        "owner_id",
+        "prefix",
+        "tag",
+        "values",
+        "version",
+        "view",
+    )
 
     def __init__(self, prefix: str, owner: object, by_version: bool = True) -> None:
         self.prefix = prefix
         self.owner = owner
         self.owner_id = id(owner)
         self.version = tracked.version(owner) if by_version else None
+        tag = dictversion.tag_of(owner) if self.version is None else None
+        self.view: dictversion.View | None = None
+        self.namespace: dict[str, object] | None = None
+        self.tag = 0
+        if tag is not None:
+            self.view, self.tag, self.namespace = tag
         self.live = vars(owner)
         self.copy = dict(self.live)
-        self.values = list(self.copy.values())
+        # What the fast check compares (nothing where a count or tag tells).
+        self.values = list(self.copy.values()) if self.view is None and self.version is None else []
 
     def unchanged(self) -> bool:
         if self.version is not None:
             return tracked.version(self.owner) == self.version
+        if self.view is not None:
+            return self.view[0] == self.tag or self.settled()
         try:
             return len(self.live) == len(self.values) and list(self.live.values()) == self.values
         except Exception:  # an item's __eq__ failed: it was replaced
             return False
 
+    def settled(self) -> bool:
+        """A tagged namespace written to since, with every name back to its
+        saved value (the guard put them back, or a test's own clean-up did):
+        unchanged, and the tag taken anew, so the next check is one read."""
+        assert self.view is not None
+        now = self.view[0]
+        try:
+            back = self.namespace == self.copy
+        except Exception:  # an item's __eq__ failed: it was replaced
+            return False
+        if back:
+            self.tag = now
+        return back
+
 
 _values = operator.methodcaller("values")
-#: What the fast check compares: the tracked modules' (id, write count), the
-#: other namespaces' live dicts, their sizes and their values at snapshot time.
-_Fast = tuple[list[tuple[int, int | None]], list[Mapping[str, object]], list[int], list[object]]
+_tag = operator.attrgetter("tag")
+_view = operator.attrgetter("view")
+
+
+@dataclasses.dataclass
+class _Fast:
+    """What the fast check compares: the tracked modules' (id, write count),
+    the tagged namespaces (their live tag views and their tags), the other
+    namespaces' live dicts, their sizes and their values at snapshot time."""
+
+    counted: list[tuple[int, int | None]]
+    tagged: list[_Saved]
+    views: list[dictversion.View]
+    tags: list[int]
+    lives: list[Mapping[str, object]]
+    sizes: list[int]
+    values: list[object]
+
+    def tags_unchanged(self) -> bool:
+        now = list(map(dictversion.read, self.views))
+        if now == self.tags:
+            return True
+        moved = list(compress(self.tagged, map(operator.ne, now, self.tags)))
+        if not all(space.settled() for space in moved):
+            return False
+        self.tags = list(map(_tag, self.tagged))
+        return True
 
 
 class _Snapshot(list[_Saved]):
     """The namespaces' snapshots, with a check that runs after every test in
     a few C-level passes instead of a Python loop over hundreds of
-    namespaces: the tracked modules' write counts, the dicts' sizes, then all
-    their values in one list compared by identity (equality only for items
-    that were replaced; a value whose ``==`` raises makes Tier.changed check
-    again with care)."""
+    namespaces: the tracked modules' write counts, the version tags, the
+    other dicts' sizes, then all their values in one list compared by
+    identity (equality only for items that were replaced; a value whose
+    ``==`` raises makes Tier.changed check again with care)."""
 
     _fast: _Fast | None = None
 
@@ -120,20 +183,22 @@ class _Snapshot(list[_Saved]):
         fast = self._fast
         if fast is None:
             fast = self._fast = self._prepare()
-        counted, lives, sizes, values = fast
         versions = tracked.versions
-        for owner_id, version in counted:
+        for owner_id, version in fast.counted:
             if versions.get(owner_id) != version:
                 return False
-        return list(map(len, lives)) == sizes and (
-            list(chain.from_iterable(map(_values, lives))) == values
+        return (
+            fast.tags_unchanged()
+            and list(map(len, fast.lives)) == fast.sizes
+            and list(chain.from_iterable(map(_values, fast.lives))) == fast.values
         )
 
     def split(self) -> tuple[list[_Saved], list[_Saved]]:
         """The namespaces still as snapshotted, and those changed: each
-        compared in C (a list of its values against the saved one), so a
-        test that changed one namespace costs no Python call per namespace."""
-        compared = [space for space in self if space.version is None]
+        compared in C (its tag, or a list of its values against the saved
+        one), so a test that changed one namespace costs no Python call per
+        namespace."""
+        compared = [space for space in self if space.version is None and space.view is None]
         try:
             flags = list(
                 map(
@@ -144,8 +209,13 @@ class _Snapshot(list[_Saved]):
             )
         except Exception:  # a value whose ``==`` raises: one by one, with care
             flags = [not space.unchanged() for space in compared]
-        same = [space for space, flag in zip(compared, flags, strict=True) if not flag]
-        changed = [space for space, flag in zip(compared, flags, strict=True) if flag]
+        same = list(compress(compared, map(operator.not_, flags)))
+        changed = list(compress(compared, flags))
+        tagged = [space for space in self if space.view is not None]
+        moved = list(map(operator.ne, map(dictversion.read, map(_view, tagged)), map(_tag, tagged)))
+        same += compress(tagged, map(operator.not_, moved))
+        for space in compress(tagged, moved):
+            (same if space.settled() else changed).append(space)
         for space in self:
             if space.version is not None:
                 (same if space.unchanged() else changed).append(space)
@@ -155,11 +225,17 @@ class _Snapshot(list[_Saved]):
         counted: list[tuple[int, int | None]] = [
             (space.owner_id, space.version) for space in self if space.version is not None
         ]
-        compared = [space for space in self if space.version is None]
-        lives: list[Mapping[str, object]] = [space.live for space in compared]
-        sizes = [len(space.values) for space in compared]
-        values = list(chain.from_iterable(space.values for space in compared))
-        return counted, lives, sizes, values
+        tagged = [space for space in self if space.view is not None]
+        compared = [space for space in self if space.version is None and space.view is None]
+        return _Fast(
+            counted,
+            tagged,
+            [view for view in map(_view, tagged) if view is not None],
+            list(map(_tag, tagged)),
+            [space.live for space in compared],
+            [len(space.values) for space in compared],
+            list(chain.from_iterable(space.values for space in compared)),
+        )
 
 
 def _name_rank(prefix: str, owner: object) -> tuple[bool, int, str]:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import operator
 from collections.abc import Callable
 from collections.abc import Iterator
+from itertools import compress
 from typing import Any
 
+from pytest_isolation.guard import dictversion
 from pytest_isolation.guard.attributes import Space
 from pytest_isolation.guard.process import LibraryLogger
 from pytest_isolation.guard.process import module_logger
@@ -198,15 +201,51 @@ def _plain_copy(content: Content) -> object:
     return content.plain()
 
 
+class _Tagged:
+    """Dict containers checked by their version tags (see
+    :mod:`.dictversion`): one read each.  A dict whose tag moved but whose
+    content is back as saved (the guard put it back) takes its tag anew."""
+
+    __slots__ = ("containers", "plains", "tags", "views")
+
+    def __init__(self) -> None:
+        self.views: list[dictversion.View] = []
+        self.tags: list[int] = []
+        self.containers: list[dict[object, object]] = []
+        self.plains: list[object] = []
+
+    def add(self, container: dict[object, object], plain: object) -> bool:
+        """Watch a container known to hold ``plain`` now; whether it can be."""
+        tag = dictversion.tag_of_dict(container)
+        if tag is None or not _fast_comparable(container) or container != plain:
+            return False
+        self.views.append(tag[0])
+        self.tags.append(tag[1])
+        self.containers.append(container)
+        self.plains.append(plain)
+        return True
+
+    def unchanged(self) -> bool:
+        now = list(map(dictversion.read, self.views))
+        if now == self.tags:
+            return True
+        for index in compress(range(len(now)), map(operator.ne, now, self.tags)):
+            if self.containers[index] != self.plains[index]:
+                return False
+            self.tags[index] = now[index]
+        return True
+
+
 class _Contents(dict[str, Content]):
     """The containers' snapshot, with a check that runs after every test in
     one C-level comparison: the live containers against plain containers
     built from the snapshot's items when the check is first needed (a list
     of a dict, a list's items compared by identity first, so an unchanged
-    container costs no Python call).  A subclass that overrides ``==`` is
-    compared by its items."""
+    container costs no Python call), dicts by their version tags where the
+    interpreter has them.  A subclass that overrides ``==`` is compared by
+    its items."""
 
-    _fast: tuple[list[object], list[object], list[Content]] | None = None
+    _fast: tuple[list[object], list[object], list[Content], _Tagged] | None = None
 
     def __setitem__(self, key: str, value: Content) -> None:
         self._fast = None
@@ -220,20 +259,27 @@ class _Contents(dict[str, Content]):
         fast = self._fast
         if fast is None:
             fast = self._fast = self._prepare()
-        live, plain, others = fast
-        return live == plain and all(items_of(c.container) == c.items for c in others)
+        live, plain, others, tagged = fast
+        return (
+            live == plain
+            and all(items_of(c.container) == c.items for c in others)
+            and tagged.unchanged()
+        )
 
-    def _prepare(self) -> tuple[list[object], list[object], list[Content]]:
+    def _prepare(self) -> tuple[list[object], list[object], list[Content], _Tagged]:
         live: list[object] = []
         plain: list[object] = []
         others: list[Content] = []
+        tagged = _Tagged()
         for content in self.values():
-            if _fast_comparable(content.container):
-                live.append(content.container)
-                plain.append(_plain_copy(content))
-            else:
+            if not _fast_comparable(content.container):
                 others.append(content)
-        return live, plain, others
+                continue
+            copy = _plain_copy(content)
+            if not (isinstance(content.container, dict) and tagged.add(content.container, copy)):
+                live.append(content.container)
+                plain.append(copy)
+        return live, plain, others, tagged
 
 
 class Containers:

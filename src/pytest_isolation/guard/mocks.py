@@ -12,6 +12,7 @@ import gc
 import os
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -317,23 +318,56 @@ def _notset() -> object:
     return getattr(module, "NOTSET", getattr(module, "notset", object()))
 
 
+class _LivePatchers:
+    """Every live ``pytest.MonkeyPatch``, without a walk of the heap each time.
+
+    An instance holds a reference to its class, so the class's reference
+    count is the number of instances plus a base (its module's names, its
+    MRO, ...).  The heap is walked (``gc.get_referrers``, in C, but as long as
+    the heap is large: milliseconds on a Django suite) only when that count is
+    not what the instances found by the last walk, those of them still alive,
+    explain: a patcher made since, or another reference to the class taken or
+    dropped.  A new patcher and a dropped reference in the same window would
+    cancel out; the leak is then still put back key by key, only not through
+    the patcher's ``undo()`` and not reported as the patcher's.
+    """
+
+    def __init__(self) -> None:
+        self.known: weakref.WeakSet[pytest.MonkeyPatch] = weakref.WeakSet()
+        self.base = -1  # the class's references that are not instances, at the last walk
+
+    def __call__(self) -> list[pytest.MonkeyPatch]:
+        references = sys.getrefcount(pytest.MonkeyPatch)
+        if references != self.base + len(self.known):
+            # An instance of a class refers to its class, and the collector's
+            # walk for referrers runs in C: about five times faster than a
+            # Python loop over ``gc.get_objects()`` on a large heap.
+            found = [
+                candidate
+                for candidate in gc.get_referrers(pytest.MonkeyPatch)
+                if type(candidate) is pytest.MonkeyPatch
+            ]
+            self.known = weakref.WeakSet(found)
+            self.base = references - len(found)
+            return found
+        return list(self.known)
+
+
+_live_patchers = _LivePatchers()
+
+
 def forgotten_monkeypatches(leaks: list[tuple[str, str, object]]) -> list[pytest.MonkeyPatch]:
     """``pytest.MonkeyPatch`` objects that made these leaks and were never undone.
 
-    Found by a heap walk, which only runs when a window found leaks of the
-    kinds a MonkeyPatch makes.  A patcher matches when it recorded the leaked
-    key with the value the window started from, so a higher-scoped fixture's
-    patcher (whose old value predates the window) never matches.
+    Only asked when a window found leaks of the kinds a MonkeyPatch makes.  A
+    patcher matches when it recorded the leaked key with the value the window
+    started from, so a higher-scoped fixture's patcher (whose old value
+    predates the window) never matches.
     """
     wanted = {(category, key) for category, key, _ in leaks}
     olds = {(category, key): old for category, key, old in leaks}
     found = []
-    # An instance of a class refers to its class, and the collector's walk
-    # for referrers runs in C: about five times faster than a Python loop
-    # over ``gc.get_objects()`` on a large heap (a Django suite's).
-    for candidate in gc.get_referrers(pytest.MonkeyPatch):
-        if type(candidate) is not pytest.MonkeyPatch:
-            continue
+    for candidate in _live_patchers():
         for category, key, old in monkeypatch_records(candidate):
             if (category, key) in wanted and _same_old(olds[(category, key)], old, category):
                 found.append(candidate)
