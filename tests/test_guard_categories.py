@@ -418,12 +418,15 @@ LATE_PATCHER = """
     def test_first_patcher():
         KEPT.setenv("FIRST", "1")
 
+    def test_the_fixture_s_own_patcher(monkeypatch):
+        monkeypatch.setenv("BY_FIXTURE", "1")
+
     def test_patcher_made_after_the_first_was_found():
         LATER.append(pytest.MonkeyPatch())
         LATER[0].setenv("SECOND", "2")
 
     def test_zz_both_undone():
-        assert "FIRST" not in os.environ and "SECOND" not in os.environ
+        assert not {"FIRST", "SECOND", "BY_FIXTURE"} & set(os.environ)
         assert KEPT._setitem == [] and LATER[0]._setitem == []
 """
 
@@ -433,7 +436,7 @@ def test_a_monkeypatch_made_after_the_first_one_was_found_is_undone_too(
 ) -> None:
     pytester.makepyfile(test_late=LATE_PATCHER)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=3, warnings=2)
+    result.assert_outcomes(passed=4, warnings=2)
     for name, value in (("FIRST", "1"), ("SECOND", "2")):
         result.stdout.fnmatch_lines(
             [

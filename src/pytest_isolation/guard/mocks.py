@@ -356,6 +356,12 @@ class _LivePatchers:
 _live_patchers = _LivePatchers()
 
 
+def known_patcher(patcher: pytest.MonkeyPatch) -> None:
+    """A patcher whose making the guard saw (the ``monkeypatch`` fixture's):
+    it explains its reference to the class, so it causes no walk."""
+    _live_patchers.known.add(patcher)
+
+
 def forgotten_monkeypatches(leaks: list[tuple[str, str, object]]) -> list[pytest.MonkeyPatch]:
     """``pytest.MonkeyPatch`` objects that made these leaks and were never undone.
 

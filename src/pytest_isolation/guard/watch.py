@@ -37,6 +37,7 @@ from pytest_isolation.guard.messages import describe
 from pytest_isolation.guard.messages import fold_reimports
 from pytest_isolation.guard.messages import subject
 from pytest_isolation.guard.mocks import active_patches
+from pytest_isolation.guard.mocks import known_patcher
 from pytest_isolation.guard.mocks import patched_by
 from pytest_isolation.guard.mocks import resume_pyfakefs
 from pytest_isolation.guard.mocks import start_site
@@ -440,7 +441,10 @@ class LeakGuard:
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any) -> Generator[None, object, object]:
         if fixturedef.scope == "function":
-            return (yield)
+            result = yield
+            if type(result) is pytest.MonkeyPatch:
+                known_patcher(result)  # alive until the test's end, undone by its fixture
+            return result
         before = {
             key: value for tier in self._tiers(fixturedef) for key, value in tier.take().items()
         }
