@@ -138,27 +138,37 @@ _view = operator.attrgetter("view")
 
 @dataclasses.dataclass
 class _Fast:
-    """What the fast check compares: the tracked modules' (id, write count),
-    the tagged namespaces (their live tag views and their tags), the other
-    namespaces' live dicts, their sizes and their values at snapshot time."""
+    """What the fast check compares, with each namespace's position in the
+    snapshot: the tracked modules (write counts), the tagged namespaces
+    (their live tag views and their tags), the other namespaces' live dicts,
+    their sizes and their values at snapshot time (flat, and per namespace)."""
 
-    counted: list[tuple[int, int | None]]
-    tagged: list[_Saved]
+    counted: list[int]
+    versions: list[tuple[int, int | None]]
+    tagged: list[int]
+    tagged_spaces: list[_Saved]
     views: list[dictversion.View]
     tags: list[int]
+    compared: list[int]
     lives: list[Mapping[str, object]]
     sizes: list[int]
     values: list[object]
+    value_lists: list[list[object]]
 
-    def tags_unchanged(self) -> bool:
+    def tags_moved(self) -> list[int]:
+        """The positions of the tagged namespaces changed: a tag that moved
+        with the values back as saved is taken anew and is no change."""
         now = list(map(dictversion.read, self.views))
         if now == self.tags:
-            return True
-        moved = list(compress(self.tagged, map(operator.ne, now, self.tags)))
-        if not all(space.settled() for space in moved):
-            return False
-        self.tags = list(map(_tag, self.tagged))
-        return True
+            return []
+        moved = []
+        for index in compress(range(len(now)), map(operator.ne, now, self.tags)):
+            space = self.tagged_spaces[index]
+            if space.settled():
+                self.tags[index] = space.tag
+            else:
+                moved.append(self.tagged[index])
+        return moved
 
 
 class _Snapshot(list[_Saved]):
@@ -170,71 +180,76 @@ class _Snapshot(list[_Saved]):
     ``==`` raises makes Tier.changed check again with care)."""
 
     _fast: _Fast | None = None
+    #: The list of spaces this snapshot was taken of, position by position
+    #: (so a renewal can replace just the namespaces that changed).
+    over: list[Space] | None = None
 
     def extend(self, spaces: Iterable[_Saved]) -> None:
-        self._fast = None
+        self._fast = self.over = None
         super().extend(spaces)
 
     def append(self, space: _Saved) -> None:
-        self._fast = None
+        self._fast = self.over = None
         super().append(space)
 
-    def unchanged(self) -> bool:
+    def _checks(self) -> _Fast:
         fast = self._fast
         if fast is None:
             fast = self._fast = self._prepare()
+        return fast
+
+    def unchanged(self) -> bool:
+        fast = self._checks()
         versions = tracked.versions
-        for owner_id, version in fast.counted:
+        for owner_id, version in fast.versions:
             if versions.get(owner_id) != version:
                 return False
         return (
-            fast.tags_unchanged()
+            not fast.tags_moved()
             and list(map(len, fast.lives)) == fast.sizes
             and list(chain.from_iterable(map(_values, fast.lives))) == fast.values
         )
 
-    def split(self) -> tuple[list[_Saved], list[_Saved]]:
-        """The namespaces still as snapshotted, and those changed: each
-        compared in C (its tag, or a list of its values against the saved
-        one), so a test that changed one namespace costs no Python call per
-        namespace."""
-        compared = [space for space in self if space.version is None and space.view is None]
+    def changed_at(self) -> list[int]:
+        """The positions of the namespaces changed since the snapshot, in
+        order: each compared in C (its tag, or a list of its values against
+        the saved one), so a test that changed one namespace costs no Python
+        call per namespace."""
+        fast = self._checks()
         try:
-            flags = list(
-                map(
-                    operator.ne,
-                    map(list, map(_values, (s.live for s in compared))),
-                    (s.values for s in compared),
-                )
-            )
+            flags = list(map(operator.ne, map(list, map(_values, fast.lives)), fast.value_lists))
         except Exception:  # a value whose ``==`` raises: one by one, with care
-            flags = [not space.unchanged() for space in compared]
-        same = list(compress(compared, map(operator.not_, flags)))
-        changed = list(compress(compared, flags))
-        tagged = [space for space in self if space.view is not None]
-        moved = list(map(operator.ne, map(dictversion.read, map(_view, tagged)), map(_tag, tagged)))
-        same += compress(tagged, map(operator.not_, moved))
-        for space in compress(tagged, moved):
-            (same if space.settled() else changed).append(space)
-        for space in self:
-            if space.version is not None:
-                (same if space.unchanged() else changed).append(space)
-        return same, changed
+            flags = [not self[index].unchanged() for index in fast.compared]
+        moved = [*fast.tags_moved(), *compress(fast.compared, flags)]
+        moved += [index for index in fast.counted if not self[index].unchanged()]
+        return sorted(moved)
+
+    def changed(self) -> list[_Saved]:
+        return [self[index] for index in self.changed_at()]
 
     def _prepare(self) -> _Fast:
-        counted: list[tuple[int, int | None]] = [
-            (space.owner_id, space.version) for space in self if space.version is not None
+        counted = [index for index, space in enumerate(self) if space.version is not None]
+        tagged = [index for index, space in enumerate(self) if space.view is not None]
+        compared = [
+            index
+            for index, space in enumerate(self)
+            if space.version is None and space.view is None
         ]
-        tagged = [space for space in self if space.view is not None]
-        compared = [space for space in self if space.version is None and space.view is None]
+        tagged_spaces = [self[index] for index in tagged]
+        compared_spaces = [self[index] for index in compared]
+        value_lists = [space.values for space in compared_spaces]
         return _Fast(
             counted,
+            [(self[index].owner_id, self[index].version) for index in counted],
             tagged,
-            [view for view in map(_view, tagged) if view is not None],
-            list(map(_tag, tagged)),
-            [space.live for space in compared],
-            [len(space.values) for space in compared],
-            list(chain.from_iterable(space.values for space in compared)),
+            tagged_spaces,
+            [view for view in map(_view, tagged_spaces) if view is not None],
+            list(map(_tag, tagged_spaces)),
+            compared,
+            [space.live for space in compared_spaces],
+            list(map(len, value_lists)),
+            list(chain.from_iterable(value_lists)),
+            value_lists,
         )
 
 
@@ -301,7 +316,9 @@ class Attributes:
         return first is not None and first[0] is owner and same(first[1].get(name, MISSING), new)
 
     def snapshot(self) -> object:
-        return _Snapshot(self._saved(prefix, owner) for prefix, owner in self.spaces)
+        snapshot = _Snapshot(self._saved(prefix, owner) for prefix, owner in self.spaces)
+        snapshot.over = self.spaces
+        return snapshot
 
     def adopt(self, saved: object, spaces: list[Space]) -> None:
         """Add namespaces to a snapshot taken before they existed (a module
@@ -312,9 +329,19 @@ class Attributes:
     def resnapshot(self, previous: object) -> object:
         """A snapshot that reuses the parts of ``previous`` still current."""
         assert isinstance(previous, list)
-        if isinstance(previous, _Snapshot):
-            return self._reusing(previous.split()[0])
-        return self._reusing([saved for saved in previous if saved.unchanged()])
+        if not isinstance(previous, _Snapshot):
+            return self._reusing([saved for saved in previous if saved.unchanged()])
+        moved = previous.changed_at()
+        if previous.over is self.spaces:
+            # Taken of these same spaces: a copy (in C) with the changed ones replaced.
+            renewed = _Snapshot(previous)
+            for index in moved:
+                prefix, owner = self.spaces[index]
+                renewed[index] = self._saved(prefix, owner)
+            renewed.over = self.spaces
+            return renewed
+        gone = set(moved)
+        return self._reusing([saved for index, saved in enumerate(previous) if index not in gone])
 
     def extend(self, previous: object) -> object:
         """``previous`` (known to be current) plus namespaces added since."""
@@ -333,6 +360,7 @@ class Attributes:
             snapshot.append(
                 saved if saved is not None and saved.owner is owner else self._saved(prefix, owner)
             )
+        snapshot.over = self.spaces
         return snapshot
 
     def unchanged(self, saved: object) -> bool:
@@ -341,12 +369,12 @@ class Attributes:
 
     def changed_spaces(self, saved: object) -> list[_Saved]:
         """The namespaces of a snapshot that changed since it was taken."""
-        return saved.split()[1] if isinstance(saved, _Snapshot) else []
+        return saved.changed() if isinstance(saved, _Snapshot) else []
 
     def diff(self, saved: object) -> list[Change]:
         assert isinstance(saved, list)
         found: list[Change] = []
-        spaces = saved.split()[1] if isinstance(saved, _Snapshot) else saved
+        spaces = saved.changed() if isinstance(saved, _Snapshot) else saved
         for space in spaces:
             if space.unchanged():
                 continue
