@@ -215,9 +215,10 @@ class _Tagged:
         self.plains: list[object] = []
 
     def add(self, container: dict[object, object], plain: object) -> bool:
-        """Watch a container known to hold ``plain`` now; whether it can be."""
+        """Watch a dict whose ``==`` is the built-in one, from its tag now if
+        it still holds ``plain`` (its snapshot's content); whether it can be."""
         tag = dictversion.tag_of_dict(container)
-        if tag is None or not _fast_comparable(container) or container != plain:
+        if tag is None or container != plain:
             return False
         self.views.append(tag[0])
         self.tags.append(tag[1])
