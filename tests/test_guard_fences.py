@@ -3,6 +3,7 @@ loudly if the stdlib, pytest or pyfakefs changes what the guard reads."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -177,8 +178,10 @@ def test_the_dict_version_tag_is_where_the_guard_reads_it(monkeypatch: pytest.Mo
     for owner in (module, probe):
         tag = dictversion.tag_of(owner)
         assert tag is not None
-        view, before, namespace = tag
-        assert namespace is dictversion.namespace(owner)
+        view, before = tag
+        namespace = dictversion.namespace(owner)
+        assert namespace is not None
+        assert ctypes.addressof(view) == id(namespace) + dictversion._TAG_AT
         assert view[0] == before
         monkeypatch.setattr(owner, "value", 1, raising=False)
         assert view[0] != before

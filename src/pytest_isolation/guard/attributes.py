@@ -80,7 +80,6 @@ class _Saved:
     __slots__ = (
         "copy",
         "live",
-        "namespace",
         "owner",
         "owner_id",
         "prefix",
@@ -97,10 +96,9 @@ class _Saved:
         self.version = tracked.version(owner) if by_version else None
         tag = dictversion.tag_of(owner) if self.version is None else None
         self.view: dictversion.View | None = None
-        self.namespace: dict[str, object] | None = None
         self.tag = 0
         if tag is not None:
-            self.view, self.tag, self.namespace = tag
+            self.view, self.tag = tag
         self.live = vars(owner)
         self.copy = dict(self.live)
         # What the fast check compares (nothing where a count or tag tells).
@@ -123,7 +121,7 @@ class _Saved:
         assert self.view is not None
         now = self.view[0]
         try:
-            back = self.namespace == self.copy
+            back = self.live == self.copy
         except Exception:  # an item's __eq__ failed: it was replaced
             return False
         if back:
@@ -132,23 +130,20 @@ class _Saved:
 
 
 _values = operator.methodcaller("values")
-_tag = operator.attrgetter("tag")
-_view = operator.attrgetter("view")
 
 
 @dataclasses.dataclass
 class _Fast:
     """What the fast check compares, with each namespace's position in the
     snapshot: the tracked modules (write counts), the tagged namespaces
-    (their live tag views and their tags), the other namespaces' live dicts,
-    their sizes and their values at snapshot time (flat, and per namespace)."""
+    (a moved tag with the values back as saved is no change), the other
+    namespaces' live dicts, their sizes and their values at snapshot time
+    (flat, and per namespace)."""
 
     counted: list[int]
     versions: list[tuple[int, int | None]]
     tagged: list[int]
-    tagged_spaces: list[_Saved]
-    views: list[dictversion.View]
-    tags: list[int]
+    tags: dictversion.Tags
     compared: list[int]
     lives: list[Mapping[str, object]]
     sizes: list[int]
@@ -156,19 +151,8 @@ class _Fast:
     value_lists: list[list[object]]
 
     def tags_moved(self) -> list[int]:
-        """The positions of the tagged namespaces changed: a tag that moved
-        with the values back as saved is taken anew and is no change."""
-        now = list(map(dictversion.read, self.views))
-        if now == self.tags:
-            return []
-        moved = []
-        for index in compress(range(len(now)), map(operator.ne, now, self.tags)):
-            space = self.tagged_spaces[index]
-            if space.settled():
-                self.tags[index] = space.tag
-            else:
-                moved.append(self.tagged[index])
-        return moved
+        """The positions of the tagged namespaces changed."""
+        return [self.tagged[index] for index in self.tags.moved()]
 
 
 class _Snapshot(list[_Saved]):
@@ -236,15 +220,17 @@ class _Snapshot(list[_Saved]):
             if space.version is None and space.view is None
         ]
         tagged_spaces = [self[index] for index in tagged]
+        tags = dictversion.Tags(lambda index: tagged_spaces[index].settled())
+        for space in tagged_spaces:
+            if space.view is not None:
+                tags.add(space.view, space.tag)
         compared_spaces = [self[index] for index in compared]
         value_lists = [space.values for space in compared_spaces]
         return _Fast(
             counted,
             [(self[index].owner_id, self[index].version) for index in counted],
             tagged,
-            tagged_spaces,
-            [view for view in map(_view, tagged_spaces) if view is not None],
-            list(map(_tag, tagged_spaces)),
+            tags,
             compared,
             [space.live for space in compared_spaces],
             list(map(len, value_lists)),

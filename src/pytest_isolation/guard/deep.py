@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import collections
 import logging
-import operator
 from collections.abc import Callable
 from collections.abc import Iterator
-from itertools import compress
 from typing import Any
 
 from pytest_isolation.guard import dictversion
@@ -206,13 +204,12 @@ class _Tagged:
     :mod:`.dictversion`): one read each.  A dict whose tag moved but whose
     content is back as saved (the guard put it back) takes its tag anew."""
 
-    __slots__ = ("containers", "plains", "tags", "views")
+    __slots__ = ("containers", "plains", "tags")
 
     def __init__(self) -> None:
-        self.views: list[dictversion.View] = []
-        self.tags: list[int] = []
         self.containers: list[dict[object, object]] = []
         self.plains: list[object] = []
+        self.tags = dictversion.Tags(lambda index: self.containers[index] == self.plains[index])
 
     def add(self, container: dict[object, object], plain: object) -> bool:
         """Watch a dict whose ``==`` is the built-in one, from its tag now if
@@ -220,21 +217,13 @@ class _Tagged:
         tag = dictversion.tag_of_dict(container)
         if tag is None or container != plain:
             return False
-        self.views.append(tag[0])
-        self.tags.append(tag[1])
+        self.tags.add(*tag)
         self.containers.append(container)
         self.plains.append(plain)
         return True
 
     def unchanged(self) -> bool:
-        now = list(map(dictversion.read, self.views))
-        if now == self.tags:
-            return True
-        for index in compress(range(len(now)), map(operator.ne, now, self.tags)):
-            if self.containers[index] != self.plains[index]:
-                return False
-            self.tags[index] = now[index]
-        return True
+        return not self.tags.moved()
 
 
 class _Contents(dict[str, Content]):

@@ -31,6 +31,7 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 
 #: Where the fields are in a ``PyDictObject``: after the object header
@@ -109,7 +110,7 @@ def _works() -> bool:
 WORKS = _works()
 
 
-def tag_of_dict(container: dict[object, object]) -> tuple[View, int] | None:
+def tag_of_dict(container: dict[Any, Any]) -> tuple[View, int] | None:
     """For a dict where tags work: a live view of its tag, and the tag now
     (the caller holds the dict as long as the view)."""
     if not WORKS:
@@ -118,13 +119,38 @@ def tag_of_dict(container: dict[object, object]) -> tuple[View, int] | None:
     return view, view[0]
 
 
-def tag_of(owner: object) -> tuple[View, int, dict[str, object]] | None:
-    """For a module or class where tags work: a live view of its namespace's
-    tag, the tag now, and the dict itself (to be held as long as the view)."""
-    if not WORKS:
-        return None
-    found = namespace(owner)
-    if found is None:
-        return None
-    view = _view(found)
-    return view, view[0], found
+def tag_of(owner: object) -> tuple[View, int] | None:
+    """:func:`tag_of_dict` of a module's or class's namespace (which the
+    owner, and its ``vars()``, hold)."""
+    found = namespace(owner) if WORKS else None
+    return tag_of_dict(found) if found is not None else None
+
+
+class Tags:
+    """Dicts' tags, read in one pass.  A dict whose tag moved is asked
+    ``back(index)`` (its content is as saved: the guard put it back); if so,
+    its tag is taken anew and it counts as unchanged."""
+
+    __slots__ = ("back", "tags", "views")
+
+    def __init__(self, back: Callable[[int], bool]) -> None:
+        self.views: list[View] = []
+        self.tags: list[int] = []
+        self.back = back
+
+    def add(self, view: View, tag: int) -> None:
+        self.views.append(view)
+        self.tags.append(tag)
+
+    def moved(self) -> list[int]:
+        """The indices of the dicts changed since their tags were taken."""
+        now = list(map(read, self.views))
+        if now == self.tags:
+            return []
+        moved = []
+        for index in compress(range(len(now)), map(operator.ne, now, self.tags)):
+            if self.back(index):
+                self.tags[index] = now[index]
+            else:
+                moved.append(index)
+        return moved
