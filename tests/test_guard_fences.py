@@ -258,3 +258,38 @@ def test_a_container_snapshot_sees_every_write(monkeypatch: pytest.MonkeyPatch, 
     assert watched.unchanged(snapshot)  # written to, and back as it was
     registry["c"] = 3
     assert not watched.unchanged(snapshot)
+
+
+def test_the_import_watch_tells_an_import_from_a_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Imports and reloads reach the finder through the functions of
+    ``importlib._bootstrap`` the watch recognises; ``importlib.util.find_spec``
+    does not (and is not answered twice)."""
+    import importlib
+    import importlib.util
+
+    from pytest_isolation.guard import imports
+
+    asked: list[tuple[str, bool]] = []
+
+    class Recording:
+        def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+            asked.append((fullname, imports._asked_by_an_import()))
+
+    (tmp_path / "fenced_import_probe.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    others = [finder for finder in sys.meta_path if not isinstance(finder, imports.ImportWatch)]
+    monkeypatch.setattr(sys, "meta_path", [Recording(), *others])  # this run's guard's out
+    monkeypatch.delitem(sys.modules, "fenced_import_probe", raising=False)
+    module = importlib.import_module("fenced_import_probe")
+    importlib.reload(module)
+    assert importlib.util.find_spec("fenced_import_probe_absent") is None
+    with pytest.raises(ImportError):
+        __import__("fenced_import_probe_missing")  # the import statement's path
+    assert asked == [
+        ("fenced_import_probe", True),
+        ("fenced_import_probe", True),
+        ("fenced_import_probe_absent", False),
+        ("fenced_import_probe_missing", True),
+    ]
