@@ -4,7 +4,8 @@ Generates synthetic test suites, then times, per suite and side by side:
 
 * ``plain``      -- ``python -m pytest -q -p no:cacheprovider SUITE``
 * ``fork``       -- the same with ``-p isolation --isolation-mode=file --isolation-start=fork``
-* ``fork-nopreload`` -- ``fork`` with ``--isolation-preload=off`` (each child imports its libraries)
+* ``fork-preload`` -- ``fork`` with ``--isolation-preload=auto`` (opt-in: the fork server
+  imports the libraries the test files import, once)
 * ``spawn``      -- the same with ``-p isolation --isolation-mode=file --isolation-start=spawn``
 * ``forkserver`` -- the same with ``--isolation-start=forkserver``
 * ``auto``       -- file mode with the default start method (``auto``)
@@ -52,7 +53,7 @@ DEFAULT_WORKDIR = BENCH_DIR / ".work"
 ALL_MODES = (
     "plain",
     "fork",
-    "fork-nopreload",
+    "fork-preload",
     "spawn",
     "forkserver",
     "auto",
@@ -64,12 +65,12 @@ BASE_ARGS = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 MODE_ARGS: dict[str, tuple[str, ...]] = {
     "plain": (),
     "fork": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=fork"),
-    "fork-nopreload": (
+    "fork-preload": (
         "-p",
         "isolation",
         "--isolation-mode=file",
         "--isolation-start=fork",
-        "--isolation-preload=off",
+        "--isolation-preload=auto",
     ),
     "spawn": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=spawn"),
     "forkserver": ("-p", "isolation", "--isolation-mode=file", "--isolation-start=forkserver"),

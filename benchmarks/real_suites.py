@@ -58,11 +58,12 @@ MODES: dict[str, tuple[str, ...]] = {
     "fork-noguard": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-leaks=off"),
     # File mode with the forkserver start method (not run by default).
     "forkserver": ("--isolation-mode=file", "--isolation-start=forkserver"),
-    # File mode without the preloading fork server (not run by default): what preloading changes.
-    "fork-nopreload": (
+    # File mode with the preloading fork server (opt-in; not run by default): what preloading
+    # changes.
+    "fork-preload": (
         "--isolation-mode=file",
         "--isolation-start=fork",
-        "--isolation-preload=off",
+        "--isolation-preload=auto",
     ),
     # File mode with pytest-django's test database created once for every child
     # (not run by default; Django projects only).

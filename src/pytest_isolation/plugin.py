@@ -41,8 +41,9 @@ _HELP = {
     "fixture or test module import leaves changed (mock patches, sys.modules, module "
     "attributes, os.environ, cwd, sys.path, logging, signals, ...); warn also warns, error "
     "fails the test; off does nothing.",
-    "isolation_preload": "File mode with fork: the fork server imports the modules the test "
-    "files import before the first child (auto), or not (off).",
+    "isolation_preload": "File mode with fork: the fork server does not import what the test "
+    "files import (off), or imports it once before the first child (auto; faster, but every "
+    "file's child shares what those imports made: a temporary directory, the pid, a lock).",
     "isolation_retry_scope": "With --isolation-retries: rerun only a file's failed tests "
     "(failed) or the whole file (file).",
     "isolation_lint": "Isolation lint of test files and conftests when collected (hard-coded "

@@ -16,7 +16,7 @@ MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
 START_METHODS = ("auto", "fork", "spawn", "forkserver")
 RETRY_SCOPES = ("failed", "file")
-PRELOAD = ("auto", "off")
+PRELOAD = ("off", "auto")
 LINT = ("off", "warn", "error")
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
@@ -82,8 +82,9 @@ class Settings:
     #: File mode: more attempts at a file whose child failed, and what they rerun.
     retries: int = 0
     retry_scope: str = "failed"
-    #: File mode: the fork server imports what the test files import (auto) or not (off).
-    preload: str = "auto"
+    #: File mode: the fork server imports what the test files import (auto,
+    #: opt-in: they share what those imports made) or not (off).
+    preload: str = "off"
     #: The isolation lint of test files: off, warn or error.
     lint: str = "off"
     #: Run every test a second time right after the first (``--isolation-twice``).

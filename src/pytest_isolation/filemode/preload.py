@@ -9,13 +9,22 @@ module.
 Two things keep this from changing an outcome:
 
 * **Which files, which modules.**  :func:`plan` reads each test file's
-  syntax tree.  The server preloads only modules that every file starting
-  from it imports at its top itself, so a child holds nothing its file
-  would not have loaded before its first test.  A file that does not import
-  them all, whose module-level code runs before its imports, or that
-  touches the import system (``sys.modules``, ``sys.path``,
-  ``importlib.reload``...) gets its child from a server without preloads,
-  as before.
+  syntax tree.  The server preloads a list of modules that every file
+  starting from it imports first, at its top, in that order, so a child
+  holds nothing its file would not have loaded before its first test, and
+  loaded in the order its file loads them.  An import inside ``if`` or
+  ``try`` (``if TYPE_CHECKING:``, ``try: import a / except ImportError:
+  import b``) may not run, so the list stops before it.  A file whose
+  imports do not begin with the list, whose module-level code runs before
+  its imports, or that touches the import system (``sys.modules``,
+  ``sys.path``, ``importlib.reload``...) gets its child from a server
+  without preloads.
+
+Preloading is opt-in (``--isolation-preload=auto``): what a preloaded
+module makes at import (a temporary directory, the pid, a lock, a random
+seed, a connection) is one object that every file's child shares, where a
+fresh ``pytest FILE`` makes its own; nothing observable at import tells
+that apart for certain, so the header says so when preloading is on.
 * **Which imports.**  :func:`load` imports the modules in the server one by
   one and stops at the first whose import fails, warns, starts a thread or
   changes state outside its own package (a module that existed before, the
@@ -107,7 +116,8 @@ def _import_statement(statement: ast.stmt) -> list[str] | None:
     """The modules a module-level statement imports, or None if it is not an
     import: ``import``, ``from ... import``, ``pytest.importorskip("x")``, and
     ``try``/``if`` blocks of those (with ``pass``, ``raise`` or plain assignments
-    as the fallback)."""
+    as the fallback).  Such a block may not run all it holds: it is one
+    :func:`conditional` entry, never preloaded, and nothing after it is."""
     names = _imported(statement)
     if names:
         return names
@@ -117,18 +127,20 @@ def _import_statement(statement: ast.stmt) -> list[str] | None:
         blocks: list[list[ast.stmt]] = [statement.body, statement.orelse]  # type: ignore[attr-defined]
         blocks += [handler.body for handler in getattr(statement, "handlers", ())]
         blocks.append(getattr(statement, "finalbody", []))
-        found: list[str] = []
         imports = False
         for block in blocks:
             for inner in block:
-                inside = _import_statement(inner)
-                if inside is not None:
-                    found.extend(inside)
+                if _import_statement(inner) is not None:
                     imports = True
                 elif not _is_fallback(inner):
                     return None
-        return found if imports else None
+        return [conditional(statement.lineno)] if imports else None
     return None
+
+
+def conditional(line: int) -> str:
+    """The entry for imports inside an ``if`` or ``try`` block: not a module name."""
+    return f"<the imports inside the if or try block on line {line}>"
 
 
 def _is_fallback(statement: ast.stmt) -> bool:
@@ -192,53 +204,86 @@ class Plan:
     modules: list[str]
     #: Test file -> why it starts from a server without preloads.
     kept_out: dict[Path, str]
-    #: The files that may start from it -> what each imports at its top.
+    #: The files that may start from it -> the modules it imports at its
+    #: top, in order, without those loaded already (see :func:`plan`).
     imports: dict[Path, list[str]] = dataclasses.field(default_factory=dict)
 
     def narrow(self, modules: list[str]) -> None:
-        """Preload ``modules`` only (the rest was refused): a file kept out
-        only for not importing a refused one may start from the server."""
+        """Preload ``modules`` only, in that order (the rest was refused):
+        a file starts from the server when its imports begin with them."""
         self.modules = modules
-        for path, top_imports in self.imports.items():
-            missing = next((name for name in modules if not _imports(top_imports, name)), None)
-            if missing is None:
-                self.kept_out.pop(path, None)
+        for path, sequence in self.imports.items():
+            why = _not_first(sequence, modules)
+            if why:
+                self.kept_out[path] = why
             else:
-                self.kept_out[path] = (
-                    f"it does not import {missing}, which the fork server preloads for the others"
-                )
+                self.kept_out.pop(path, None)
+
+
+def _not_first(sequence: Sequence[str], modules: Sequence[str]) -> str:
+    """Why a file that loads ``sequence`` cannot start with ``modules``
+    loaded, or ``""`` if its imports begin with them in their order."""
+    for index, module in enumerate(modules):
+        if module not in sequence:
+            return f"it does not import {module}, which the fork server preloads for the others"
+        if sequence[index] != module:
+            return (
+                f"it imports {sequence[index]} before {module}, which the fork server "
+                "preloads first"
+            )
+    return ""
 
 
 def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str], tests: set[str]) -> Plan:
     """The modules to preload for ``files`` (in run order) and the files kept out.
 
-    The server preloads only what each file that starts from it imports at
-    its top itself, so that a child holds no module its file would not have
-    loaded before its first test: the modules that at least half of the
-    files import; a file that does not import them all starts without them.
-    ``loaded`` are the modules the parent has already imported; ``local`` the
-    top-level names that a test file's own directory provides (its child
-    finds them there, the server might find others of the same name);
-    ``tests`` the names the test files are imported as (each imports its own).
+    The modules each file's imports at its top load, in order (a package
+    before its modules), once each, without the modules the parent has
+    loaded already (``loaded``), make its sequence.
+    The server preloads the longest start of a sequence that at least half
+    of the files share, up to the first import it must not preload: an
+    ``if`` or ``try`` block of imports, a module of a test file's own
+    directory (``local``: its child finds it there, the server might find
+    another of the same name) or a test module (``tests``).  A file whose
+    sequence does not begin with that list starts without preloads.  So a
+    child holds no module its file would not have loaded before its first
+    test, loaded in the order its file would load it.
     """
     already = set(loaded)
     read = {path: read_file(path) for path in files}
     kept_out = {path: found.reason for path, found in read.items() if found.reason is not None}
-    eligible = {path: found.top for path, found in read.items() if path not in kept_out}
-    counts: dict[str, int] = {}  # in the order of first appearance
-    for top_imports in eligible.values():
-        for name in dict.fromkeys(top_imports):
-            top = name.partition(".")[0]
-            if name not in already and top not in local and not _is_test_module(name, tests):
-                counts[name] = counts.get(name, 0) + 1
-    found = Plan([], kept_out, eligible)
-    found.narrow([name for name, count in counts.items() if 2 * count >= len(eligible)])
+    sequences = {
+        path: [name for name in _loading_order(found.top) if name not in already]
+        for path, found in read.items()
+        if path not in kept_out
+    }
+    starts: dict[tuple[str, ...], int] = {}
+    for sequence in sequences.values():
+        for end, name in enumerate(sequence, 1):
+            if name.startswith("<") or name.partition(".")[0] in local:
+                break
+            if _is_test_module(name, tests):
+                break
+            start = tuple(sequence[:end])
+            starts[start] = starts.get(start, 0) + 1
+    shared: list[tuple[str, ...]] = [
+        start for start, count in starts.items() if 2 * count >= len(sequences)
+    ]
+    longest: tuple[str, ...] = max(shared, key=len) if shared else ()
+    found = Plan([], kept_out, sequences)
+    found.narrow(list(longest))
     return found
 
 
-def _imports(top_imports: Sequence[str], name: str) -> bool:
-    """Importing ``top_imports`` loads ``name`` (itself, or a module inside it)."""
-    return any(own == name or own.startswith(name + ".") for own in top_imports)
+def _loading_order(top: Sequence[str]) -> list[str]:
+    """The modules that importing ``top`` in order loads, once each: a
+    package before its modules (``import a.b`` loads ``a``, then ``a.b``)."""
+    order: dict[str, None] = {}
+    for name in top:
+        parts = [name] if name.startswith("<") else name.split(".")
+        for end in range(1, len(parts) + 1):
+            order.setdefault(".".join(parts[:end]), None)
+    return list(order)
 
 
 def local_names(files: Iterable[Path], search_path: Sequence[str]) -> set[str]:

@@ -31,6 +31,12 @@ ATTEMPTS = 4
 #: How long the parent waits for the preloading server (an import that hangs
 #: would otherwise hang the run before its first file).
 PRELOAD_SECONDS = 120.0
+#: Printed whenever a server preloads: the one way in which it is not exact.
+PRELOAD_CAVEAT = (
+    "isolation: every file's child shares what the preloaded imports made (a temporary "
+    "directory, the pid, a lock), where a fresh `pytest FILE` makes its own; "
+    "--isolation-preload=off does not preload"
+)
 
 
 class Servers:
@@ -108,10 +114,13 @@ class Servers:
                 return server
             server.close()
             if loaded.refused:
+                # The files that start from the server import the preloaded
+                # modules first, in order: none of them imports the ones after
+                # a refused module before it.
                 self.refused[loaded.refused] = loaded.why
-                modules.remove(loaded.refused)
+                modules = modules[: modules.index(loaded.refused)]
                 if not modules:
-                    why = "every module was refused"
+                    why = loaded.reason()
                     break
             elif careful or not server.hello:
                 why = loaded.why
@@ -157,6 +166,8 @@ class Servers:
                 line += f"; {kept} files start without them, {refused} modules are left out"
                 line += " (-v says why)" if verbose < 1 else ""
         lines = [line]
+        if loaded is not None:
+            lines.append(PRELOAD_CAVEAT)
         if verbose >= 1:
             where = self.session.config.invocation_params.dir
             if loaded is not None:

@@ -1,0 +1,190 @@
+"""File mode is exact by default (issue 30): preloading is opt-in, and when
+on, a child holds only modules its file imports first, in its order.
+
+The oracle is the shell loop: ``pytest -p no:isolation FILE`` in a fresh
+interpreter per file; each test here checks that it passes there too."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from conftest import FILE_MODE
+from conftest import TIMEOUT
+
+START_METHODS = ["fork", "forkserver", "spawn"]
+
+
+def write(pytester: pytest.Pytester, files: dict[str, str]) -> None:
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    for name, source in files.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        *FILE_MODE, "-p", "no:cacheprovider", *args, timeout=TIMEOUT
+    )
+
+
+def loop(pytester: pytest.Pytester, names: list[str]) -> list[pytest.RunResult]:
+    """The oracle: each file in its own fresh interpreter, without the plugin."""
+    return [
+        pytester.runpytest_subprocess(
+            "-p", "no:isolation", "-p", "no:cacheprovider", name, timeout=TIMEOUT
+        )
+        for name in names
+    ]
+
+
+def three_files(test: str) -> dict[str, str]:
+    return {f"tests/test_{letter}.py": test for letter in "abc"}
+
+
+#: A module whose import makes state that belongs to one process.
+PER_PROCESS = {
+    "temp directory": (
+        {
+            "cachelib.py": """
+                import os, tempfile
+                CACHE_DIR = tempfile.mkdtemp()
+                def put(key, value):
+                    with open(os.path.join(CACHE_DIR, key), "w") as f:
+                        f.write(value)
+                def keys():
+                    return sorted(os.listdir(CACHE_DIR))
+            """
+        },
+        """
+            import cachelib
+
+            def test_fresh():
+                assert cachelib.keys() == []
+                cachelib.put("a", "x")
+        """,
+    ),
+    "pid": (
+        {
+            "mylib.py": """
+                import os
+                _PID = os.getpid()
+                def check():
+                    if os.getpid() != _PID:
+                        raise RuntimeError("used in another process than the one it was made in")
+            """
+        },
+        """
+            import mylib
+
+            def test_same_process():
+                mylib.check()
+        """,
+    ),
+    "lock held": (
+        {
+            "locklib.py": """
+                import threading
+                LOCK = threading.Lock()
+            """
+        },
+        """
+            import locklib
+
+            def test_the_lock_is_free():
+                assert locklib.LOCK.acquire(blocking=False)
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("start", START_METHODS)
+@pytest.mark.parametrize("case", sorted(PER_PROCESS))
+def test_by_default_no_file_shares_what_another_s_imports_made(
+    pytester: pytest.Pytester, case: str, start: str
+) -> None:
+    modules, test = PER_PROCESS[case]
+    write(pytester, {**modules, **three_files(test)})
+    assert all(result.ret == 0 for result in loop(pytester, sorted(three_files(test))))
+    result = run(pytester, f"--isolation-start={start}")
+    result.assert_outcomes(passed=3)
+    assert "preload" not in result.stdout.str()
+
+
+def test_preloading_is_opt_in_and_says_what_it_shares(pytester: pytest.Pytester) -> None:
+    """Asked for, the server preloads, and the header says that every child
+    shares what the imports made (here: the cache directory)."""
+    modules, test = PER_PROCESS["temp directory"]
+    write(pytester, {**modules, **three_files(test)})
+    result = run(pytester, "--isolation-start=fork", "--isolation-preload=auto")
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: the fork server preloads 1 modules that the test files import*",
+            "isolation: every file's child shares what the preloaded imports made*",
+        ]
+    )
+    result.assert_outcomes(passed=1, failed=2)
+
+
+#: Files whose conditional imports do not all run.
+CONDITIONAL = {
+    "mypkg/__init__.py": "",
+    "mypkg/backend_numpy.py": "Array = list\n",
+    "fastjson.py": "NAME = 'fast'\n",
+    "slowjson.py": "NAME = 'slow'\n",
+    "probe.py": "import sys\n\ndef loaded(name):\n    return name in sys.modules\n",
+}
+CONDITIONAL_TEST = """
+    from typing import TYPE_CHECKING
+    import mypkg
+    import probe
+    if TYPE_CHECKING:
+        from mypkg.backend_numpy import Array
+    try:
+        import fastjson as json_impl
+    except ImportError:
+        import slowjson as json_impl
+
+    def test_only_what_ran_is_imported():
+        assert json_impl.NAME == "fast"
+        assert not probe.loaded("mypkg.backend_numpy")
+        assert not probe.loaded("slowjson")
+"""
+
+
+def test_an_import_that_never_runs_is_never_preloaded(pytester: pytest.Pytester) -> None:
+    write(pytester, {**CONDITIONAL, **three_files(CONDITIONAL_TEST)})
+    assert all(result.ret == 0 for result in loop(pytester, sorted(three_files(""))))
+    result = run(pytester, "--isolation-start=fork", "--isolation-preload=auto")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["isolation: the fork server preloads 2 modules*"])
+
+
+#: A module whose import reads what another module's import set.
+ORDER = {
+    "envsetup.py": "import os\nos.environ['APP_MODE'] = 'from envsetup'\n",
+    "modelib.py": "import os\nMODE = os.environ.get('APP_MODE', 'default')\n",
+}
+ORDER_TEST = """
+    import envsetup
+    import modelib
+
+    def test_the_import_saw_the_environment():
+        assert modelib.MODE == "from envsetup"
+"""
+
+
+def test_a_module_is_preloaded_only_after_what_its_file_imports_before_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """``envsetup`` is refused (its import changes the environment), so
+    ``modelib``, which each file imports after it, is not preloaded either."""
+    write(pytester, {**ORDER, **three_files(ORDER_TEST)})
+    assert all(result.ret == 0 for result in loop(pytester, sorted(three_files(""))))
+    result = run(pytester, "--isolation-start=fork", "--isolation-preload=auto", "-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["isolation: nothing preloaded: envsetup: its import changes the environment"]
+    )
