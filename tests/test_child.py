@@ -31,6 +31,26 @@ def test_junit_s_writer_is_under_xml_key(pytester: pytest.Pytester) -> None:
     assert writer.family in ("xunit1", "xunit2", "legacy")
 
 
+def test_the_fd_capture_is_where_the_child_looks(pytester: pytest.Pytester) -> None:
+    """:func:`filemode.child._fd_capture_files` finds pytest's global fd
+    capture of stdout and stderr (its one fenced private detail): the files
+    under ``sys.stdout`` and ``sys.stderr`` during a test, for fds 1 and 2."""
+    pytester.makepyfile(
+        test_fence="""
+        import sys
+        from pytest_isolation.filemode.child import _fd_capture_files
+
+        def test_found(pytestconfig):
+            found = _fd_capture_files(pytestconfig)
+            assert [target for _, target, _ in found] == [1, 2]
+            assert found[0][0] == sys.stdout.fileno()
+            assert found[1][0] == sys.stderr.fileno()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:isolation", timeout=120)
+    result.assert_outcomes(passed=1)
+
+
 def test_collection_hook_is_an_attribute_of_the_hook_relay(pytester: pytest.Pytester) -> None:
     """:mod:`filemode.conftests` swaps ``config.hook.pytest_collection_modifyitems``."""
     config = pytester.parseconfigure()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from collections.abc import Generator
@@ -524,16 +525,49 @@ def run_forked(
 
 
 def restart_capture(config: pytest.Config) -> None:
-    """Give the child capture files of its own instead of the parent's."""
+    """Give the child capture files of its own instead of the parent's,
+    under the same stream objects.
+
+    A module imported before the fork may hold the capture's streams (``from
+    sys import stdout``, a ``logging.StreamHandler()`` made at a conftest's
+    import): in a plain run they stay pytest's ``sys.stdout`` and
+    ``sys.stderr`` for the whole session, so the child keeps them, open and
+    identical, and only the file under each one's descriptor is new (the
+    parent's would mix the two processes' output)."""
+    for capture_file, target, saved in _fd_capture_files(config):
+        with tempfile.TemporaryFile(buffering=0) as fresh:
+            current = os.path.samestat(os.fstat(capture_file), os.fstat(target))
+            if not current:  # what the target is now is the child's own (its stderr tail)
+                os.dup2(target, saved)
+            os.dup2(fresh.fileno(), capture_file)  # the same fd, a file of this child's
+            if current:  # capturing now: the target follows the file it was pointed at
+                os.dup2(capture_file, target)
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
     if capman is not None and capman.is_globally_capturing():
-        # Stopping puts back the parent's original stderr; keep the child's.
-        stderr = os.dup(2)
-        capman.stop_global_capturing()
-        os.dup2(stderr, 2)
-        os.close(stderr)
-        capman.start_global_capturing()
         capman.suspend_global_capture()
+
+
+def _fd_capture_files(config: pytest.Config) -> list[tuple[int, int, int]]:
+    """The descriptors of the global fd capture's files of stdout and stderr,
+    each with the descriptor it captures and the one it saved to put back
+    when suspended (none under ``--capture=sys``, ``tee-sys`` or ``no``,
+    whose streams are this process's own memory).
+
+    A private detail of pytest (``CaptureManager._global_capturing``, a
+    ``MultiCapture`` whose ``out``/``err`` are ``FDCapture`` objects with
+    ``tmpfile``, ``targetfd`` and ``targetfd_save``), fenced here;
+    ``tests/test_child.py::test_the_fd_capture_is_where_the_child_looks``
+    fails loudly if pytest changes it."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    multi = getattr(capman, "_global_capturing", None)
+    found = []
+    for capture in (getattr(multi, "out", None), getattr(multi, "err", None)):
+        target = getattr(capture, "targetfd", None)
+        saved = getattr(capture, "targetfd_save", None)
+        tmpfile = getattr(capture, "tmpfile", None)
+        if isinstance(target, int) and isinstance(saved, int) and tmpfile is not None:
+            found.append((tmpfile.fileno(), target, saved))
+    return found
 
 
 def adopt_worker_identity(config: pytest.Config, spec: ChildSpec) -> None:
