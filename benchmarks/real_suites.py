@@ -12,6 +12,12 @@ four modes, each in a fresh copy of the extracted tree:
 and compares every mode with ``plain``: per-test outcomes from the junit XML, files the run
 wrote into its tree, exit code, wall time and leak warnings. See ``benchmarks/README.md``.
 
+The ``loop`` mode is file mode's oracle, the shell loop: ``python -m pytest -p no:isolation
+OPTIONS FILE`` in a fresh interpreter for each test file the suite collects, one after another
+in one tree. When it runs, every file-mode run is also compared with it, test by test: a
+difference from the loop is the plugin's, unless the loop itself differs from plain there (a
+test that depends on another file of the suite).
+
     python benchmarks/real_suites.py [--projects NAME ...] [--modes MODE ...] [--runs N]
         [--work DIR] [--plugin PATH] [--python EXE] [--timeout S] [--rebuild]
         [--out PATH] [--json PATH]
@@ -54,6 +60,10 @@ MODES: dict[str, tuple[str, ...]] = {
     "fork": ("--isolation-mode=file", "--isolation-start=fork"),
     "spawn": ("--isolation-mode=file", "--isolation-start=spawn"),
     "guard": (),
+    # File mode under pytest-xdist, two workers (not run by default).
+    "fork-n2": ("--isolation-mode=file", "--isolation-start=fork", "-n", "2"),
+    # The shell loop, file mode's oracle (not run by default): see run_loop.
+    "loop": ("-p", "no:isolation"),
     # File mode without the leak guard (not run by default): what file mode alone changes.
     "fork-noguard": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-leaks=off"),
     # File mode with the forkserver start method (not run by default).
@@ -661,6 +671,8 @@ class Context:
 
 
 def run_once(ctx: Context, project: Project, py: Path, mode: str, index: int) -> Run:
+    if mode == "loop":
+        return run_loop(ctx, project, py, index)
     run_dir = ctx.work / "runs" / project.name / f"{mode}-{index}"
     shutil.rmtree(run_dir, ignore_errors=True)
     tree, junit, out = run_dir / "tree", run_dir / "junit.xml", run_dir / "output.txt"
@@ -680,6 +692,65 @@ def run_once(ctx: Context, project: Project, py: Path, mode: str, index: int) ->
     text = out.read_text(errors="replace")
     files = written_files(pristine, tree)
     return Run(mode, index, code, wall, outcomes, files, leaks_in(text), problem, str(out))
+
+
+def test_files(
+    ctx: Context, project: Project, py: Path, tree: Path, env: dict[str, str], out: Path
+) -> tuple[list[str], str]:
+    """The files of the suite's collected tests, in collection order, or why there are none."""
+    cmd = [str(py), "-m", "pytest", "-p", "no:isolation", "--collect-only", "-q", *project.args]
+    cmd += ["-p", "no:randomly"] if ctx.randomly else []
+    code = execute(cmd, tree, env, out, ctx.timeout)
+    if code not in (0, 5):
+        return [], f"collection exited {code}"
+    files: dict[str, None] = {}
+    for line in out.read_text(errors="replace").splitlines():
+        if "::" in line and not line.startswith(" "):
+            files.setdefault(line.split("::", 1)[0], None)
+    return list(files), ""
+
+
+def run_loop(ctx: Context, project: Project, py: Path, index: int) -> Run:
+    """The shell loop: each collected test file in a fresh interpreter, without the
+    plugin, with the suite's options (its arguments that are not paths), in one tree."""
+    run_dir = ctx.work / "runs" / project.name / f"loop-{index}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    tree, out = run_dir / "tree", run_dir / "output.txt"
+    pristine = pristine_tree(ctx.work, project)
+    shutil.copytree(pristine, tree, symlinks=True)
+    (run_dir / "junit").mkdir()
+    env = {**base_env(ctx.work), **dict(project.env)}
+    start = time.perf_counter()
+    files, problem = test_files(ctx, project, py, tree, env, run_dir / "collect.txt")
+    options = [arg for arg in project.args if arg.startswith("-") or not (tree / arg).exists()]
+    outcomes: dict[str, Outcome] = {}
+    codes: list[int | None] = []
+    texts: list[str] = []
+    for number, name in enumerate(files):
+        junit, file_out = run_dir / "junit" / f"{number}.xml", run_dir / "junit" / f"{number}.txt"
+        cmd = [str(py), "-m", "pytest", *MODES["loop"], *options, name, f"--junitxml={junit}"]
+        cmd += ["-p", "no:randomly"] if ctx.randomly else []
+        codes.append(execute(cmd, tree, env, file_out, ctx.timeout))
+        texts.append(file_out.read_text(errors="replace"))
+        try:
+            found = parse_junit(junit)
+        except (OSError, ET.ParseError) as exc:
+            problem = problem or f"{name}: no junit XML ({exc.__class__.__name__})"
+            continue
+        for test, outcome in found.items():
+            key, n = test, 1
+            while key in outcomes:
+                n += 1
+                key = f"{test} #{n}"
+            outcomes[key] = outcome
+    wall = time.perf_counter() - start
+    if any(code is None for code in codes):
+        problem = problem or f"a file was killed at the {ctx.timeout:.0f}s timeout"
+    failing = [code for code in codes if code not in (0, 5, None)]
+    code = failing[0] if failing else (0 if files else 5)
+    out.write_text("\n".join(texts))
+    files_written = written_files(pristine, tree)
+    return Run("loop", index, code, wall, outcomes, files_written, leaks_in(""), problem, str(out))
 
 
 # --------------------------------------------------------------------------- comparison
@@ -708,21 +779,23 @@ def runs_of(result: ProjectResult, mode: str) -> list[Run]:
     return [r for r in result.runs if r.mode == mode]
 
 
-def pairs(result: ProjectResult, mode: str) -> Iterator[tuple[Run, Run]]:
-    """(plain, other) per repetition; for mode ``plain``, repetition 0 against the others."""
-    plains = {r.index: r for r in runs_of(result, "plain")}
+def pairs(result: ProjectResult, mode: str, base: str = "plain") -> Iterator[tuple[Run, Run]]:
+    """(base, other) per repetition; for mode ``plain``, repetition 0 against the others."""
+    plains = {r.index: r for r in runs_of(result, base)}
     for run in runs_of(result, mode):
-        if mode == "plain":
+        if mode == base:
             if run.index > 0 and 0 in plains:
                 yield plains[0], run
         elif run.index in plains:
             yield plains[run.index], run
 
 
-def merged_test_diffs(result: ProjectResult, mode: str) -> list[tuple[TestDiff, int]]:
+def merged_test_diffs(
+    result: ProjectResult, mode: str, base: str = "plain"
+) -> list[tuple[TestDiff, int]]:
     """Differences over all repetitions, each with the number of repetitions it was seen in."""
     seen: dict[tuple[str, str, str], tuple[TestDiff, int]] = {}
-    for plain, other in pairs(result, mode):
+    for plain, other in pairs(result, mode, base):
         for diff in test_diffs(plain, other):
             key = (diff.test, diff.plain, diff.other)
             seen[key] = (seen[key][0], seen[key][1] + 1) if key in seen else (diff, 1)
@@ -873,17 +946,19 @@ def transitions(tests: Sequence[tuple[TestDiff, int]]) -> str:
     return ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def diff_section(result: ProjectResult, mode: str, runs: int) -> list[str]:
-    tests, files = merged_test_diffs(result, mode), merged_file_diffs(result, mode)
+def diff_section(result: ProjectResult, mode: str, runs: int, base: str = "plain") -> list[str]:
+    tests = merged_test_diffs(result, mode, base)
+    files = merged_file_diffs(result, mode) if base == "plain" else []
     if not tests and not files:
         return []
-    label = "plain, repeated" if mode == "plain" else mode
-    lines = [f"### {result.project.name}: {label}", ""]
+    label = f"{base}, repeated" if mode == base else mode
+    title = label if base == "plain" else f"{label} against {base}"
+    lines = [f"### {result.project.name}: {title}", ""]
     if tests:
         lines += [f"{len(tests)} tests differ: {transitions(tests)}.", ""]
         if len(tests) > MAX_LISTED:  # a whole suite missing would drown the rest
             lines += [f"The first {MAX_LISTED} (all of them are in the JSON):", ""]
-        lines += ["| test | plain | " + label + " | first line of the message | runs |"]
+        lines += [f"| test | {base} | {label} | first line of the message | runs |"]
         lines += ["|---|---|---|---|--:|"]
         for diff, seen in tests[:MAX_LISTED]:
             row = [f"`{diff.test}`", diff.plain, diff.other, diff.message, f"{seen}/{runs}"]
@@ -895,6 +970,37 @@ def diff_section(result: ProjectResult, mode: str, runs: int) -> list[str]:
         lines += [f"| `{cell(p)}` | {a} | {b} |" for p, a, b in files]
         lines.append("")
     return lines
+
+
+#: The modes that run the suite in file mode: each is compared with the loop too.
+FILE_MODES = tuple(mode for mode, args in MODES.items() if "--isolation-mode=file" in args)
+
+
+def loop_section(results: Sequence[ProjectResult], modes: Sequence[str], runs: int) -> list[str]:
+    """File mode against its oracle, the shell loop, when the loop ran."""
+    if "loop" not in modes:
+        return []
+    compared = [mode for mode in FILE_MODES if mode in modes]
+    lines = [
+        "## File mode against the loop",
+        "",
+        "Tests whose junit outcome differs from the loop's (each collected file in a fresh "
+        "`pytest -p no:isolation FILE`), or that only one run has. A difference from the "
+        "loop is the plugin's unless the loop itself differs from plain there (the first "
+        "column: tests that depend on another file of the suite).",
+        "",
+        "| project | loop vs plain | " + " | ".join(f"{m} vs loop" for m in compared) + " |",
+        "|---|--:|" + "--:|" * len(compared),
+    ]
+    details: list[str] = []
+    for result in results:
+        if not runs_of(result, "loop"):
+            continue
+        counts = [str(len(merged_test_diffs(result, "loop")))]
+        counts += [str(len(merged_test_diffs(result, m, "loop"))) for m in compared]
+        lines.append(f"| {result.project.name} | " + " | ".join(counts) + " |")
+        details += [s for m in compared for s in diff_section(result, m, runs, "loop")]
+    return [*lines, "", *details]
 
 
 def report(meta: dict[str, Any], results: Sequence[ProjectResult], modes: Sequence[str]) -> str:
@@ -911,6 +1017,7 @@ def report(meta: dict[str, Any], results: Sequence[ProjectResult], modes: Sequen
     ]
     problems = [(r.project.name, p) for r in results for p in failed_runs(r)]
     problems += [(r.project.name, f"set-up failed: {r.error}") for r in results if r.error]
+    lines += loop_section(results, modes, meta["runs"])
     lines += ["## Failed runs", ""]
     lines += [f"- {name}: {cell(p)}" for name, p in problems] or ["None."]
     lines += ["", "## Differences", ""]
@@ -960,9 +1067,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def ensure_xdist(py: Path) -> None:
+    """pytest-xdist in every venv, for every mode alike (the ``fork-n2`` mode uses it)."""
+    if subprocess.run([py, "-c", "import xdist"], capture_output=True).returncode != 0:
+        run_checked([py, "-m", "pip", "install", "-q", "pytest-xdist"])
+
+
 def set_up(args: argparse.Namespace, project: Project, python: str) -> ProjectResult:
     try:
         py = build_venv(args.work, python, project, args.plugin, args.rebuild)
+        ensure_xdist(py)
         versions = probe_versions(args.work, py)
     except RuntimeError as exc:
         log(f"{project.name}: set-up failed: {exc}")
@@ -1019,6 +1133,10 @@ def raw_data(meta: dict[str, Any], results: list[ProjectResult]) -> dict[str, An
             for m in MODES
         }
         data["file_diffs"] = {m: merged_file_diffs(r, m) for m in MODES}
+        data["test_diffs_from_loop"] = {
+            m: [{**dataclasses.asdict(d), "runs": n} for d, n in merged_test_diffs(r, m, "loop")]
+            for m in FILE_MODES
+        }
         data["failed_runs"] = failed_runs(r)
         data["wall_median"] = {m: median_wall(r, m) for m in MODES}
         projects.append(data)
