@@ -388,10 +388,15 @@ def base_env(work: Path) -> dict[str, str]:
     plugin (an installed pytest plugin's modules are rewritten) from source in every run,
     about 0.15 s that no installed plugin costs where bytecode is cached.  Both modes are
     treated alike: each run's tree (one path per mode and repetition) caches its test files.
+
+    ``PYTHONHASHSEED`` is fixed: a test id made from a set's order (structlog's
+    ``parameter_strings5``) then names the same test in every process, the loop's fresh
+    interpreters as the forked children, which inherit their parent's seed.
     """
     scrubbed = (*SCRUBBED_ENV, "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if k not in scrubbed}
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    env["PYTHONHASHSEED"] = "0"
     return env
 
 
@@ -698,14 +703,17 @@ def test_files(
     ctx: Context, project: Project, py: Path, tree: Path, env: dict[str, str], out: Path
 ) -> tuple[list[str], str]:
     """The files of the suite's collected tests, in collection order, or why there are none."""
-    cmd = [str(py), "-m", "pytest", "-p", "no:isolation", "--collect-only", "-q", *project.args]
-    cmd += ["-p", "no:randomly"] if ctx.randomly else []
+    cmd = [str(py), "-m", "pytest", "-p", "no:isolation", "--collect-only", "-q", "-rs"]
+    cmd += [*project.args, *(["-p", "no:randomly"] if ctx.randomly else [])]
     code = execute(cmd, tree, env, out, ctx.timeout)
     if code not in (0, 5):
         return [], f"collection exited {code}"
     files: dict[str, None] = {}
     for line in out.read_text(errors="replace").splitlines():
-        if "::" in line and not line.startswith(" "):
+        skipped = re.match(r"^SKIPPED \[\d+\] ([^:]+):", line)  # a module skipped whole
+        if skipped:
+            files.setdefault(skipped.group(1), None)
+        elif "::" in line and not line.startswith(" "):
             files.setdefault(line.split("::", 1)[0], None)
     return list(files), ""
 
