@@ -58,6 +58,7 @@ _AS_THE_PARENT = (
     "from pytest_isolation.filemode.lifetime import die_with_parent\n"
     "die_with_parent(spec['parent'])\n"
     "sys.path[0] = spec['path0']\n"
+    "sys.argv[0] = spec['argv0']\n"
     "if spec['main_file']:\n"
     "    __file__ = spec['main_file']\n"
     "if spec['main_name']:\n"
@@ -93,13 +94,15 @@ _FORKSERVER_CODE = (
 
 def _as_the_parent() -> dict[str, Any]:
     """What a spawned interpreter needs of this process (``_AS_THE_PARENT``):
-    its pid, its ``sys.path[0]``, and the file and the module name
+    its pid, its ``sys.path[0]`` and ``sys.argv[0]`` (the program's name,
+    which ``argparse`` shows in its usage), and the file and the module name
     (``pytest.__main__``, or empty) of its ``__main__``."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     return {
         "parent": os.getpid(),
         "path0": sys.path[0],
+        "argv0": sys.argv[0] if sys.argv else "",
         "main_file": str(getattr(main, "__file__", "") or ""),
         "main_name": str(getattr(spec, "name", "") or ""),
     }
@@ -551,11 +554,16 @@ def _run_pytest(control: int, fd: int) -> None:  # pragma: no cover - runs in a 
     os._exit(int(code))
 
 
-def take_start(control: int, fd: int) -> Launch:
+def take_start(control: int, fd: int, started: bool = False) -> Launch:
     """In a child of a spawned fork server: wait for the file to run (end if
     the parent no longer needs this child), then take the run's environment,
     directory and arguments, with the child's spec in ``CHILD_ENV``, as a
-    spawned child for that file has them."""
+    spawned child for that file has them.
+
+    ``started``: the server ran pytest's start-up (the zygote), which began
+    in that environment and directory; what the start-up changed in them (a
+    conftest that sets ``os.environ[...]`` or calls ``os.chdir`` at import)
+    is kept, as a spawned child's own start-up would leave it."""
     with os.fdopen(control, "rb") as stream:
         message = next(receive(stream), None)
     if message is None:  # the parent no longer needs this child
@@ -563,10 +571,11 @@ def take_start(control: int, fd: int) -> Launch:
     payload = message[1]
     launch: Launch = payload["launch"]
     spec = dataclasses.replace(payload["spec"], fd=fd)
-    os.environ.clear()
-    os.environ.update(launch.environ)
+    if not started:
+        os.environ.clear()
+        os.environ.update(launch.environ)
+        os.chdir(launch.cwd)
     os.environ[CHILD_ENV] = spec.to_env()
-    os.chdir(launch.cwd)
     sys.argv[1:] = launch.argv
     return launch
 

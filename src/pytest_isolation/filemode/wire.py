@@ -86,6 +86,8 @@ class ChildSpec:
     #: Spawn only: the ``__file__`` and ``__spec__.name`` of the parent's ``__main__``.
     main_file: str = ""
     main_name: str = ""
+    #: Spawn only: the parent's ``sys.argv[0]`` (``-c`` in the spawned interpreter).
+    argv0: str = ""
     #: Spawn only: the parent's pid (the child ends if its parent has already gone).
     parent: int = 0
     #: Spawn from a pytest-xdist worker: the worker's ``workerinput`` (JSON values).

@@ -113,7 +113,7 @@ def _give_back_captured(config: pytest.Config, captured: tuple[str, str] | None)
 def _become_child(config: pytest.Config, control: int, fd: int) -> None:
     """Wait for the file to run; take the run's environment and this child's
     own ``--basetemp``, as a spawned child for that file would have them."""
-    launch = take_start(control, fd)
+    launch = take_start(control, fd, started=True)
     if launch.basetemp is not None:
         config.option.basetemp = launch.basetemp
     params = config.invocation_params
