@@ -62,3 +62,50 @@ def test_the_program_s_name_is_the_run_s(pytester: pytest.Pytester, start: str) 
         *FILE_MODE, f"--isolation-start={start}", timeout=TIMEOUT
     )
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_a_fork_server_that_dies_is_contained_like_a_crash(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """A test that kills its parent (the fork server; the OOM killer does
+    the same): its file is reported as killed, a new server forks the next
+    children, and the other files run."""
+    pytester.makepyfile(
+        test_a="""
+        import os, signal
+
+        def test_kills_its_parent():
+            os.kill(os.getppid(), signal.SIGKILL)
+        """,
+        test_b="def test_b():\n    pass\n",
+        test_c="def test_c():\n    pass\n",
+    )
+    result = pytester.runpytest_subprocess(
+        *FILE_MODE, f"--isolation-start={start}", "-p", "no:randomly", timeout=TIMEOUT
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*test_a.py*killed by signal 9 (SIGKILL)*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 2  # test_b and test_c
+    if outcomes.get("failed", 0) + outcomes.get("errors", 0):  # killed in its call or teardown
+        assert result.ret == 1
+    else:  # killed after its last test, in its plugins' unconfigure: a process crashed
+        result.stdout.fnmatch_lines(
+            ["*test_a.py was killed by signal 9 (SIGKILL) after its last test"]
+        )
+        assert result.ret == 3
+
+
+def test_a_timeout_shorter_than_the_fork_server_s_start_is_reported_per_file(
+    pytester: pytest.Pytester,
+) -> None:
+    """``--isolation-timeout=0.2`` with ``forkserver``: no internal error;
+    every file is reported, as each child that outlives the timeout is."""
+    pytester.makepyfile(test_a="def test_a():\n    pass\n", test_b="def test_b():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        *FILE_MODE, "--isolation-start=forkserver", "--isolation-timeout=0.2", timeout=TIMEOUT
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("errors", 0) == 2

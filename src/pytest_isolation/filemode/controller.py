@@ -46,6 +46,7 @@ from pytest_isolation.filemode.childend import write_raised_status
 from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Launch
+from pytest_isolation.filemode.launch import ServerEnded
 from pytest_isolation.filemode.launch import Warm
 from pytest_isolation.filemode.launch import describe_exit
 from pytest_isolation.filemode.launch import end_at_once
@@ -477,14 +478,24 @@ class FileModeController:
             spec, launch = self._launch(spec)
             if self.method == "spawn":
                 return spawn_child(spec, launch.argv, launch.cwd, launch.environ)
-            return self._forkserver(launch).fork().activate(spec, index, launch)
+            try:
+                warm = self._forkserver(launch).fork()
+            except ServerEnded:  # a test killed it: _forkserver starts a new one
+                warm = self._forkserver(launch).fork()
+            return warm.activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
-        if self.warm is not None and self.warm_preloads != self._servers().preloads(*paths):
+        servers = self._servers()
+        ended = servers.replace_ended()
+        if self.warm is not None and (ended or self.warm_preloads != servers.preloads(*paths)):
             self._discard_warm()
         warm = self.warm if self.warm is not None else self._fork_ahead(*paths)
         self.warm = None
-        child = warm.activate(spec, index)
+        try:
+            child = warm.activate(spec, index)
+        except OSError:  # it went with its fork server, which a test killed
+            warm.discard()
+            child = self._fork_ahead(*paths).activate(spec, index)
         if more is not None:
             self.warm = self._fork_ahead(more)
         return child
@@ -518,6 +529,9 @@ class FileModeController:
         running all of pytest; with pytest alone when that server refuses
         one of those imports (a server in which a refused import ran is not
         used).  The header says why each one was passed over."""
+        if self.zygote is not None and not self.zygote.alive:  # a test killed it
+            self.zygote.close()
+            self.zygote = None
         if self.zygote is None:
             seconds = PRELOAD_SECONDS if self.settings.timeout is None else self.settings.timeout
             seconds = min(seconds, PRELOAD_SECONDS)
@@ -556,7 +570,10 @@ class FileModeController:
     def _fork_ahead(self, *paths: Path) -> Warm:
         """A prepared child from the fork server for ``paths``, forked ahead."""
         servers = self._servers()
-        warm = servers.server_for(*paths).fork()
+        try:
+            warm = servers.server_for(*paths).fork()
+        except ServerEnded:  # a test killed it: server_for starts a new one
+            warm = servers.server_for(*paths).fork()
         self.warm_preloads = servers.preloads(*paths)
         return warm
 

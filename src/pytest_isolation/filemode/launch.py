@@ -325,6 +325,9 @@ class ForkServer:
         self.hello = hello
         #: The spawned fork server's process (``forkserver``).
         self.process = process
+        #: False once the server has gone (a test killed it, or the OOM
+        #: killer): its children went with it, and a new one must be started.
+        self.alive = True
 
     @classmethod
     def start(
@@ -407,19 +410,35 @@ class ForkServer:
         return cls(process.pid, channel, hello, process)
 
     def fork(self) -> Warm:
-        """A new prepared child, waiting for its file."""
-        self.channel.sendall(_FORK)
-        data, fds, _, _ = socket.recv_fds(self.channel, 8, 3)
+        """A new prepared child, waiting for its file; :class:`ServerEnded`
+        if the server has gone."""
+        try:
+            self.channel.sendall(_FORK)
+            data, fds, _, _ = socket.recv_fds(self.channel, 8, 3)
+        except OSError:
+            data, fds = b"", []
         if len(data) < 8 or len(fds) != 3:
-            raise RuntimeError("isolation: the fork server ended unexpectedly")
+            self.alive = False
+            for fd in fds:
+                os.close(fd)
+            raise ServerEnded("isolation: the fork server ended unexpectedly")
         control, stream, stderr = fds
         pid = int.from_bytes(data, "big")
         return Warm(pid, control, os.fdopen(stream, "rb"), os.fdopen(stderr, "w+b"), self.wait)
 
     def wait(self, pid: int) -> int:
-        """The exit code of one of the server's children (negative: a signal)."""
-        self.channel.sendall(_WAIT + pid.to_bytes(8, "big"))
-        return int.from_bytes(_recv_exactly(self.channel, 8), "big", signed=True)
+        """The exit code of one of the server's children (negative: a signal).
+        A server that has gone took its children with it (each ends with its
+        parent): they were killed."""
+        try:
+            self.channel.sendall(_WAIT + pid.to_bytes(8, "big"))
+            reply = _recv_exactly(self.channel, 8)
+        except OSError:
+            reply = b""
+        if len(reply) < 8:
+            self.alive = False
+            return -signal.SIGKILL
+        return int.from_bytes(reply, "big", signed=True)
 
     def close(self) -> None:
         self.channel.close()
@@ -431,6 +450,10 @@ class ForkServer:
 
 _FORK = b"F"
 _WAIT = b"W"
+
+
+class ServerEnded(RuntimeError):
+    """The fork server has gone: a new one is started for the next child."""
 
 
 def _read_hello(channel: socket.socket, seconds: float | None) -> bytes | None:

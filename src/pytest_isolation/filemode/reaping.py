@@ -13,6 +13,7 @@ import pytest
 
 from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import alive
+from pytest_isolation.filemode.launch import describe_exit
 from pytest_isolation.filemode.launch import end_tree
 
 
@@ -51,6 +52,9 @@ class Finishing:
             code = self._ended(child, exited.nodeid)
             pass_through(child, exited.seen)
             child.stderr.close()
+            if code < 0:  # killed after its last test: its fork server went, or a signal
+                ended = describe_exit(code)
+                self._say(f"isolation: the process of {exited.nodeid} {ended} after its last test")
             if code and failed is None:
                 failed = (code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR), exited.nodeid)
         self.exited = running
@@ -64,15 +68,18 @@ class Finishing:
             while alive(child.pid) and time.monotonic() < deadline:
                 time.sleep(0.005)
             if alive(child.pid):
-                reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-                if reporter is not None:
-                    reporter.write_line(
-                        f"isolation: the process of {nodeid} did not end within "
-                        f"{self.timeout:g} s after its last test (its plugins' unconfigure); "
-                        "its process tree was ended"
-                    )
+                self._say(
+                    f"isolation: the process of {nodeid} did not end within "
+                    f"{self.timeout:g} s after its last test (its plugins' unconfigure); "
+                    "its process tree was ended"
+                )
                 end_tree(child, self.grace)
         return child.wait()
+
+    def _say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, red=True)
 
 
 def pass_through(child: Child, start: int, end: int = -1) -> int:

@@ -78,7 +78,16 @@ class Servers:
             return False
         return not any(path in plan.kept_out for path in paths)
 
+    def replace_ended(self) -> bool:
+        """Close the servers that have gone (a test killed one), so the next
+        child comes from a new one; whether any had."""
+        ended = [key for key, server in self._servers.items() if not server.alive]
+        for key in ended:
+            self._servers.pop(key).close()
+        return bool(ended)
+
     def server_for(self, *paths: Path) -> ForkServer:
+        self.replace_ended()
         want = self.preloads(*paths)
         if want and True not in self._servers:
             server = self._start_preloading()
