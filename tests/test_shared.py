@@ -326,3 +326,33 @@ def test_each_xdist_worker_sets_the_shared_fixtures_up_once(pytester: pytest.Pyt
     assert kinds.count("child") == 4
     assert 1 <= kinds.count("setup") <= 2
     assert kinds.count("teardown") == kinds.count("setup")
+
+
+def test_what_a_shared_fixture_puts_into_the_environment_reaches_every_child(
+    pytester: pytest.Pytester,
+) -> None:
+    """As in a plain run, where a session fixture's ``os.environ`` change
+    stays for every later test (issue 30, item 11)."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = service\n")
+    pytester.makeconftest(
+        """
+        import os
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def service():
+            os.environ["SERVICE_URL"] = "http://localhost:1234"
+            yield "up"
+            del os.environ["SERVICE_URL"]
+        """
+    )
+    uses = """
+        import os
+
+        def test_sees_the_url(service):
+            assert os.environ.get("SERVICE_URL") == "http://localhost:1234"
+    """
+    pytester.makepyfile(test_one=uses, test_two=uses)
+    assert pytester.runpytest_subprocess("-p", "no:isolation", timeout=120).ret == 0
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2)

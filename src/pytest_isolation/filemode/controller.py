@@ -633,13 +633,15 @@ class FileModeController:
 
     @pytest.hookimpl(tryfirst=True)  # after pytest counted the placeholders, before the loop
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        self.environ = dict(os.environ)
         childcov.quiet_parent()
         files = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
         if not is_worker(self.config):  # an xdist controller counts its workers' files
             progress.estimate(session, [file for file in files if file is not None])
         if files and not self.config.option.collectonly:
             self._share_fixtures([file for file in files if file is not None])
+        # After the shared set-up: what it put into the environment stays for
+        # every test after it, as a session fixture's change does in a plain run.
+        self.environ = dict(os.environ)
         if self.method == "fork" and files and not self.config.option.collectonly:
             self._start_preloading([file.path for file in files if file is not None])
 
