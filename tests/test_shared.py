@@ -356,3 +356,42 @@ def test_what_a_shared_fixture_puts_into_the_environment_reaches_every_child(
     assert pytester.runpytest_subprocess("-p", "no:isolation", timeout=120).ret == 0
     result = run_file_mode(pytester, "fork")
     result.assert_outcomes(passed=2)
+
+
+def test_autouse_session_fixtures_are_set_up_before_the_shared_one(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest sets up autouse session fixtures first; so does the shared
+    set-up, and the header names them (issue 30, item 12)."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = service\n")
+    pytester.makeconftest(
+        """
+        import os
+        import pytest
+
+        @pytest.fixture(scope="session", autouse=True)
+        def configured():
+            os.environ["CONFIGURED"] = "1"
+            yield
+            del os.environ["CONFIGURED"]
+
+        @pytest.fixture(scope="session")
+        def service():
+            assert os.environ.get("CONFIGURED") == "1", "set up before the autouse fixture"
+            yield "up"
+        """
+    )
+    uses = """
+        def test_uses(service):
+            assert service == "up"
+    """
+    pytester.makepyfile(test_one=uses, test_two=uses)
+    assert pytester.runpytest_subprocess("-p", "no:isolation", timeout=120).ret == 0
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: shared fixtures set up once for every child, in * s: service "
+            "(after configured, which pytest sets up first)"
+        ]
+    )

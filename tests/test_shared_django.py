@@ -74,7 +74,10 @@ def test_the_test_database_is_created_once_for_every_child(
     output = result.stdout.str()
     assert output.count("SETUP    S django_db_setup") == 1
     result.stdout.fnmatch_lines(
-        ["isolation: shared fixtures set up once for every child, in *: django_db_setup"]
+        [
+            "isolation: shared fixtures set up once for every child, in *: django_db_setup "
+            "(after _fail_for_invalid_template_variable, which pytest sets up first)"
+        ]
     )
 
 

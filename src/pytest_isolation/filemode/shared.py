@@ -53,6 +53,10 @@ class Shared:
     values: dict[str, object]
     #: The session's finalizers the set-up added, run last-in first-out at the end.
     finalizers: list[Callable[[], object]]
+    #: Session fixtures pytest sets up before the shared ones (autouse ones,
+    #: or those a shared one comes after in pytest's order), set up first
+    #: here too, and so shared as well.
+    before: list[str] = dataclasses.field(default_factory=list)
 
     def tear_down(self) -> None:
         """Run the teardown once; raise what failed (all of it, as pytest would)."""
@@ -104,6 +108,8 @@ def share(
         f"isolation: shared fixtures set up once for every child, in {seconds:.2f} s: "
         f"{', '.join(shared.values)}"
     )
+    if shared.before:
+        line += f" (after {', '.join(shared.before)}, which pytest sets up first)"
     return [line], shared
 
 
@@ -195,14 +201,45 @@ def _set_up_each(
 def _set_up_names(
     stand_in: pytest.Function, wanted: list[str], shared: Shared, seen: set[str]
 ) -> None:
-    for name in wanted:
-        if _definition(stand_in, name) is None:
+    """Set up ``wanted`` in pytest's order for the stand-in (``fixturenames``:
+    autouse fixtures first, higher scopes first), with the session fixtures
+    that come before them in it, as every test's set-up would."""
+    visible = [name for name in wanted if _definition(stand_in, name) is not None]
+    seen.update(visible)
+    order = list(stand_in.fixturenames)
+    last = max((order.index(name) for name in visible if name in order), default=-1)
+    for name in [*order[: last + 1], *visible]:
+        if name in shared.values or name in shared.before:
             continue
-        seen.add(name)
+        if name not in visible and not _session_scoped(stand_in, name):
+            continue
         try:
-            shared.values[name] = _request(stand_in).getfixturevalue(name)
+            value = _request(stand_in).getfixturevalue(name)
         except _SET_UP_FAILED:  # kept by pytest: each test that uses it fails with it
             continue
+        if name in visible:
+            shared.values[name] = value
+        elif name not in _needed_by(stand_in, visible):  # not set up through them anyway
+            shared.before.append(name)
+
+
+def _needed_by(stand_in: pytest.Function, names: list[str]) -> set[str]:
+    """The fixtures that ``names`` request, directly or through others."""
+    found: set[str] = set()
+    todo = list(names)
+    while todo:
+        definitions = stand_in._fixtureinfo.name2fixturedefs.get(todo.pop())
+        for argname in definitions[-1].argnames if definitions else ():
+            if argname not in found:
+                found.add(argname)
+                todo.append(argname)
+    return found
+
+
+def _session_scoped(stand_in: pytest.Function, name: str) -> bool:
+    """A fixture the stand-in sees, session-scoped (see :func:`_definition`)."""
+    definitions = stand_in._fixtureinfo.name2fixturedefs.get(name)
+    return definitions is not None and len(definitions) > 0 and definitions[-1].scope == "session"
 
 
 @contextlib.contextmanager
