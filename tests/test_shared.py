@@ -256,6 +256,12 @@ def test_an_open_socket_is_refused_unless_the_project_renews_it(
             "isolation_shared_fixtures: 'data' is function-scoped (.: data); only a "
             "session-scoped fixture*",
         ),
+        (
+            "import pytest\n@pytest.fixture(scope='session', params=[1, 2])\n"
+            "def data(request):\n    return request.param\n",
+            "isolation_shared_fixtures: 'data' is parametrized (.: data); pytest sets it up "
+            "once per parameter*",
+        ),
     ],
 )
 def test_a_name_that_cannot_be_shared_is_a_usage_error(

@@ -409,6 +409,11 @@ def _definition(stand_in: pytest.Function, name: str) -> str | None:
             f"{names.INI}: {name!r} is {definition.scope}-scoped ({where}); only a "
             "session-scoped fixture can be set up once for every file's process"
         )
+    if definition.params is not None:
+        raise pytest.UsageError(
+            f"{names.INI}: {name!r} is parametrized ({where}); pytest sets it up once per "
+            "parameter, which one set-up for every file's process cannot be"
+        )
     return where
 
 
