@@ -106,6 +106,34 @@ def test_the_decorator_shares_a_fixture(pytester: pytest.Pytester) -> None:
     assert kinds == ["setup", "child", "child", "child", "teardown"]
 
 
+def test_the_decorator_shares_its_definition_not_every_fixture_of_the_name(
+    pytester: pytest.Pytester,
+) -> None:
+    """A function-scoped fixture of the same name in another directory is
+    that directory's own (issue 30, item 16): no refusal, not shared."""
+    pytester.makeconftest(
+        """
+        from pytest_isolation import shared_fixture
+
+        @shared_fixture
+        def resource():
+            return "shared"
+        """
+    )
+    pytester.mkpydir("other")
+    (pytester.path / "other" / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef resource():\n    return 'own'\n"
+    )
+    pytester.makepyfile(test_top="def test_top(resource):\n    assert resource == 'shared'\n")
+    (pytester.path / "other" / "test_other.py").write_text(
+        "def test_other(resource):\n    assert resource == 'own'\n"
+    )
+    assert pytester.runpytest_subprocess("-p", "no:isolation", timeout=120).ret == 0
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["isolation: shared fixtures set up once for every child, in *"])
+
+
 def test_the_decorated_fixture_is_an_ordinary_one_without_file_mode(
     pytester: pytest.Pytester,
 ) -> None:

@@ -46,9 +46,19 @@ def shared_fixture(function: F | None = None, *, name: str | None = None) -> Any
 
     def decorate(found: F) -> Any:
         DECORATED.add(name or found.__name__)
+        setattr(found, _MARK, True)  # this definition, not every fixture of its name
         return pytest.fixture(scope="session", name=name)(found)
 
     return decorate if function is None else decorate(function)
+
+
+#: Set on a function :func:`shared_fixture` defines as a fixture.
+_MARK = "__pytest_isolation_shared__"
+
+
+def decorated(function: object) -> bool:
+    """Whether :func:`shared_fixture` defined this fixture function."""
+    return getattr(function, _MARK, False) is True
 
 
 def names(config: pytest.Config) -> list[str]:

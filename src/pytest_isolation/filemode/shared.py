@@ -403,6 +403,8 @@ def _definition(stand_in: pytest.Function, name: str) -> str | None:
     if not definitions:
         return None
     definition = definitions[-1]
+    if name not in stand_in.config.getini(names.INI) and not names.decorated(definition.func):
+        return None  # shared by the decorator elsewhere: another fixture of the same name
     where = f"{definition.baseid or '.'}: {name}"
     if definition.scope != "session":
         raise pytest.UsageError(
