@@ -4,8 +4,15 @@ reported, what a fork cannot carry refused, and the child-start hook."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
+from conftest import FILE_MODE
+from conftest import TIMEOUT
 from conftest import run_file_mode
 
 #: A session fixture that records its set-up and teardown, and the hook.
@@ -429,3 +436,49 @@ def test_autouse_session_fixtures_are_set_up_before_the_shared_one(
             "(after configured, which pytest sets up first)"
         ]
     )
+
+
+def test_ctrl_c_in_a_run_with_shared_fixtures_reports_interrupted(
+    pytester: pytest.Pytester,
+) -> None:
+    """Exit code 2 and pytest's KeyboardInterrupt line, as in a plain run:
+    the shared teardown after an interrupt no longer reads a capture pytest
+    has stopped (issue 30, item 16)."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = data\n")
+    pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture(scope='session')\ndef data():\n    yield 1\n"
+    )
+    pytester.makepyfile(
+        test_a="""
+        import time
+        from pathlib import Path
+
+        def test_waits(data):
+            Path("started").write_text("")
+            time.sleep(600)
+        """
+    )
+    command = [sys.executable, "-m", "pytest", *FILE_MODE, "--isolation-start=fork"]
+    before = signal.signal(signal.SIGINT, signal.SIG_DFL)  # see test_controller's Ctrl-C test
+    try:
+        process = subprocess.Popen(
+            [*command, "-p", "no:randomly"],
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (pytester.path / "started").exists():
+            assert time.monotonic() < deadline, "the test never started"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=TIMEOUT)
+    finally:
+        process.kill()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "KeyboardInterrupt" in output
+    assert "Traceback" not in output

@@ -166,7 +166,11 @@ def captured(config: pytest.Config) -> Iterator[None]:
     """Capture as pytest does around a test's set-up and teardown (where a
     session fixture runs in a plain run); what was written is shown after."""
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
-    if capman is None or not capman.is_globally_capturing():
+    # ``is_globally_capturing()`` only says capture was asked for: after
+    # Ctrl-C pytest has stopped it, and reading it would fail.  The one
+    # private detail (``_global_capturing``) is fenced in
+    # ``filemode.child._fd_capture_files``'s test.
+    if capman is None or getattr(capman, "_global_capturing", None) is None:
         yield
         return
     capman.resume_global_capture()
