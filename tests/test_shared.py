@@ -482,3 +482,40 @@ def test_ctrl_c_in_a_run_with_shared_fixtures_reports_interrupted(
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output
     assert "KeyboardInterrupt" in output
     assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("filters", ["", "error::UserWarning"])
+def test_a_warning_of_the_shared_set_up_is_in_the_summary(
+    pytester: pytest.Pytester, filters: str
+) -> None:
+    """As in a plain run: in the warnings summary, or, under ``error``, an
+    error of every test that uses the fixture (issue 30, item 16)."""
+    filter_line = filters or "default"
+    pytester.makeini(
+        f"[pytest]\nisolation_shared_fixtures = data\nfilterwarnings =\n    {filter_line}\n"
+    )
+    pytester.makeconftest(
+        """
+        import warnings
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def data():
+            warnings.warn("from the shared set-up", UserWarning)
+            return 1
+        """
+    )
+    uses = "def test_uses(data):\n    assert data == 1\n"
+    pytester.makepyfile(test_one=uses, test_two=uses)
+    # The oracle: the plugin loaded (its ini key known), file mode off.
+    plain = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-leaks=off", timeout=TIMEOUT
+    )
+    result = run_file_mode(pytester, "fork")
+    if filters:
+        plain.assert_outcomes(errors=2)
+        result.assert_outcomes(errors=2)
+    else:
+        plain.assert_outcomes(passed=2, warnings=1)
+        result.assert_outcomes(passed=2, warnings=1)
+        result.stdout.fnmatch_lines(["*UserWarning: from the shared set-up"])

@@ -195,7 +195,7 @@ def _set_up_each(
         stand_in = _stand_in(file, wanted)
         pushed = _push(state, stand_in)
         try:
-            with _as_the_tests_would(stand_in):
+            with _as_the_tests_would(stand_in), _warnings_of(stand_in):
                 _set_up_names(stand_in, wanted, shared, seen)
         finally:
             shared.finalizers += _pop(state, pushed)
@@ -244,6 +244,22 @@ def _session_scoped(stand_in: pytest.Function, name: str) -> bool:
     """A fixture the stand-in sees, session-scoped (see :func:`_definition`)."""
     definitions = stand_in._fixtureinfo.name2fixturedefs.get(name)
     return definitions is not None and len(definitions) > 0 and definitions[-1].scope == "session"
+
+
+def _warnings_of(stand_in: pytest.Function) -> contextlib.AbstractContextManager[None]:
+    """pytest's own handling of a test's warnings around the shared set-up,
+    as around the set-up of the first test that uses them in a plain run:
+    the run's filters (``-W``, ``filterwarnings``, ``error`` included) apply,
+    and what is caught goes to the warnings summary.  Private pytest API,
+    unavoidable (``_pytest.warnings.catch_warnings_for_item``);
+    ``tests/test_shared.py::test_a_warning_of_the_shared_set_up_is_in_the_summary``
+    fails loudly if it changes."""
+    from _pytest.warnings import catch_warnings_for_item
+
+    manager: contextlib.AbstractContextManager[None] = catch_warnings_for_item(
+        stand_in.config, stand_in.ihook, "runtest", stand_in
+    )
+    return manager
 
 
 @contextlib.contextmanager
