@@ -62,7 +62,11 @@ def test_a_shared_fixture_is_set_up_once_and_inherited(pytester: pytest.Pytester
     result = run_file_mode(pytester, "fork", "-s")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
-        ["isolation: shared fixtures set up once for every child, in *: data"]
+        [
+            "isolation: shared fixtures set up once for every child, in *: data",
+            "isolation: shared fixtures are set up before any test module is imported (what one "
+            "registers at import is not in them), even if no selected test uses them",
+        ]
     )
     events = _events(pytester)
     kinds = [kind for kind, _ in events]

@@ -42,6 +42,11 @@ from pytest_isolation.core.shared import SHARED_VALUES
 
 #: How a fixture's set-up can fail; pytest keeps the failure as its value.
 _SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)
+#: Printed whenever shared fixtures are set up: how they differ from a plain run's.
+SHARED_CAVEAT = (
+    "isolation: shared fixtures are set up before any test module is imported (what one "
+    "registers at import is not in them), even if no selected test uses them"
+)
 #: Name of the stand-in test that requests the shared fixtures.
 STAND_IN = "<shared fixtures>"
 
@@ -110,7 +115,7 @@ def share(
     )
     if shared.before:
         line += f" (after {', '.join(shared.before)}, which pytest sets up first)"
-    return [line], shared
+    return [line, SHARED_CAVEAT], shared
 
 
 def tear_down(shared: Shared, item: pytest.Item, last_test: str) -> None:
