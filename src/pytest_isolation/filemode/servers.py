@@ -31,7 +31,7 @@ ATTEMPTS = 4
 #: How long the parent waits for the preloading server (an import that hangs
 #: would otherwise hang the run before its first file).
 PRELOAD_SECONDS = 120.0
-#: Printed whenever a server preloads: the one way in which it is not exact.
+#: Printed whenever a server preloads: how its children differ from a fresh `pytest FILE`'s.
 PRELOAD_CAVEAT = (
     "isolation: every file's child shares what the preloaded imports made (a temporary "
     "directory, the pid, a lock), where a fresh `pytest FILE` makes its own; "
