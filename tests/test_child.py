@@ -99,3 +99,40 @@ def test_a_forked_child_unregisters_the_parent_s_plugins(pytester: pytest.Pytest
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "parent.json").read_text()) == [True, True, True]
     assert json.loads((pytester.path / "child.json").read_text()) == [False, False, False]
+
+
+def test_the_python_collector_asks_isinitpath() -> None:
+    """:func:`filemode.child.named_as_in_the_run` relies on pytest's Python
+    collector asking ``Session.isinitpath`` before ``python_files``."""
+    import inspect
+
+    from _pytest import python
+
+    assert "isinitpath" in inspect.getsource(python.pytest_collect_file)
+
+
+@pytest.mark.parametrize("start", ["fork", "forkserver", "spawn"])
+def test_a_module_only_doctest_collects_is_collected_as_in_the_run(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """A module reached through a directory that does not match
+    ``python_files``: only ``--doctest-modules`` collects it, in every start
+    method as in a plain run (a spawned child got it as an argument, and
+    imported it as a test module too)."""
+    pytester.makeini("[pytest]\naddopts = --doctest-modules --doctest-ignore-import-errors\n")
+    pytester.mkpydir("pkg")
+    (pytester.path / "pkg" / "broken_script.py").write_text("import not_installed_anywhere\n")
+    (pytester.path / "pkg" / "helpers.py").write_text(
+        'def double(x):\n    """\n    >>> double(2)\n    4\n    """\n    return 2 * x\n'
+    )
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", "pkg", timeout=120)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        f"--isolation-start={start}",
+        "pkg",
+        timeout=120,
+    )
+    assert result.parseoutcomes() == plain.parseoutcomes()
+    result.assert_outcomes(passed=1, skipped=1)

@@ -12,6 +12,7 @@ only, so a child starts light (``lint-imports`` keeps it so).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -19,6 +20,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from collections.abc import Generator
+from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,7 +115,8 @@ class ChildPlugin:
         try:
             if self.parent_collector is None:
                 session.config.args = paths
-                session.perform_collect()
+                with named_as_in_the_run(session, set(paths) - set(self.spec.named)):
+                    session.perform_collect()
             else:
                 self._collect_forked(session, self._parents(session, self.parent_collector))
         finally:
@@ -522,6 +525,35 @@ def run_forked(
     # set up its state again (logging's handlers, which the collection
     # wrapper has just taken off); the child plugin's loop ends the process.
     hook.pytest_runtestloop(session=session)
+
+
+@contextlib.contextmanager
+def named_as_in_the_run(session: pytest.Session, unnamed: set[str]) -> Iterator[None]:
+    """Collect the files of ``unnamed`` as the run does, which reached them
+    through a directory: a spawned child gets its file as an argument, and
+    pytest collects an argument as a test module whatever ``python_files``
+    says (a module that only ``--doctest-modules`` collects would be
+    imported as a test module too).
+
+    ``Session.isinitpath`` is public; that pytest's Python collector asks it
+    before ``python_files`` is a detail of pytest, fenced here:
+    ``tests/test_child.py::test_the_python_collector_asks_isinitpath`` fails
+    loudly if it changes."""
+    if not unnamed:
+        yield
+        return
+    original = session.isinitpath
+
+    def isinitpath(path: str | os.PathLike[str], *, with_parents: bool = False) -> bool:
+        if not with_parents and str(path) in unnamed:
+            return False
+        return original(path, with_parents=with_parents)
+
+    session.isinitpath = isinitpath  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del session.isinitpath
 
 
 def restart_capture(config: pytest.Config) -> None:

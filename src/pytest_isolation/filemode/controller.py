@@ -364,8 +364,10 @@ class FileModeController:
             for i in members
             if (found := _placement(items[i])) and found.marked
         )
+        session = self.config.stash[_SESSION]
+        named = tuple(str(items[i].path) for i in members if session.isinitpath(items[i].path))
         return wire.ChildSpec(
-            path=str(path), selectors=self._selectors(path), more=more, marked=marked
+            path=str(path), selectors=self._selectors(path), more=more, marked=marked, named=named
         )
 
     def _path_at(self, index: int | None) -> Path | None:
@@ -385,6 +387,7 @@ class FileModeController:
             selectors=self._selectors(file.path),
             collect_only=True,
             marked=marked,
+            named=(str(file.path),) if file.session.isinitpath(file.path) else (),
         )
         death = self._relay(self._start(spec, file), relay)
         for report in relay.collection.problems:

@@ -80,6 +80,9 @@ class ChildSpec:
     #: The placement each file's own ``isolation`` marker gave the parent, spelled
     #: (``group=db``), for the files that have one: the child checks it once imported.
     marked: tuple[tuple[str, str], ...] = ()
+    #: The files of this child that the run's own arguments name (pytest
+    #: collects a named file as a test module whatever ``python_files`` says).
+    named: tuple[str, ...] = ()
     #: Spawn only: the write end of the pipe, and ``sys.path[0]`` of the parent.
     fd: int = -1
     path0: str = ""
@@ -105,6 +108,7 @@ class ChildSpec:
         data["skip"] = frozenset(data["skip"])
         data["more"] = tuple((path, _selectors(found)) for path, found in data["more"])
         data["marked"] = tuple((path, spelled) for path, spelled in data["marked"])
+        data["named"] = tuple(data.get("named", ()))
         return cls(**data)
 
     @property
