@@ -145,6 +145,8 @@ class FileModeController:
         self.servers: Servers | None = None
         #: The spawned fork server of ``forkserver`` (started at the first file).
         self.zygote: ForkServer | None = None
+        #: Why no fork server could start (``forkserver``): each child is spawned.
+        self.server_failed = ""
         #: Index of each placeholder in session.items, for children forked ahead.
         self.positions: dict[pytest.Item, int] = {}
         #: Children that finished and still run their unconfigure, until reaped.
@@ -479,12 +481,9 @@ class FileModeController:
         paths = [Path(path) for path, _ in spec.files]
         if self.method in ("spawn", "forkserver"):
             spec, launch = self._launch(spec)
-            if self.method == "spawn":
+            warm = None if self.method == "spawn" else self._forkserver_child(launch)
+            if warm is None:  # spawn, or no fork server could start: a fresh interpreter
                 return spawn_child(spec, launch.argv, launch.cwd, launch.environ)
-            try:
-                warm = self._forkserver(launch).fork()
-            except ServerEnded:  # a test killed it: _forkserver starts a new one
-                warm = self._forkserver(launch).fork()
             return warm.activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
@@ -522,7 +521,20 @@ class FileModeController:
         environ = dict(os.environ) if self.environ is None else self.environ
         return spec, Launch(args, str(params.dir), environ, basetemp)
 
-    def _forkserver(self, launch: Launch) -> ForkServer:
+    def _forkserver_child(self, launch: Launch) -> Warm | None:
+        """A child of the spawned fork server (a new server when a test killed
+        it), or None when no server could start."""
+        for _ in range(2):
+            server = self._forkserver(launch)
+            if server is None:
+                return None
+            try:
+                return server.fork()
+            except ServerEnded:  # a test killed it: _forkserver starts a new one
+                continue
+        return None
+
+    def _forkserver(self, launch: Launch) -> ForkServer | None:
         """The spawned fork server (``forkserver``), started at the first file.
 
         First choice: the zygote, which runs pytest's start-up for the run's
@@ -531,10 +543,13 @@ class FileModeController:
         import before its pytest does (:func:`.plugins.modules`), each child
         running all of pytest; with pytest alone when that server refuses
         one of those imports (a server in which a refused import ran is not
-        used).  The header says why each one was passed over."""
+        used).  The header says why each one was passed over.  None when
+        not even that one started in time: each child is then spawned."""
         if self.zygote is not None and not self.zygote.alive:  # a test killed it
             self.zygote.close()
             self.zygote = None
+        if self.server_failed:
+            return None
         if self.zygote is None:
             seconds = PRELOAD_SECONDS if self.settings.timeout is None else self.settings.timeout
             seconds = min(seconds, PRELOAD_SECONDS)
@@ -558,7 +573,12 @@ class FileModeController:
                     self.zygote = server
                     return server
                 _write_line(self.config, f"isolation: {passed_over} ({why})")
-            self.zygote = ForkServer.spawn(launch.cwd, launch.environ, [], seconds)
+            try:
+                self.zygote = ForkServer.spawn(launch.cwd, launch.environ, [], seconds)
+            except RuntimeError as error:  # did not start in time: each child is spawned
+                self.server_failed = str(error).strip().splitlines()[-1]
+                _write_line(self.config, f"{self.server_failed}; each child is spawned instead")
+                return None
         return self.zygote
 
     def _fork_now(self, file: pytest.File) -> Warm:
