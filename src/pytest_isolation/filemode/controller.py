@@ -545,7 +545,7 @@ class FileModeController:
         one of those imports (a server in which a refused import ran is not
         used).  The header says why each one was passed over.  None when
         not even that one started in time: each child is then spawned."""
-        if self.zygote is not None and not self.zygote.alive:  # a test killed it
+        if self.zygote is not None and self.zygote.ended():  # a test killed it
             self.zygote.close()
             self.zygote = None
         if self.server_failed:

@@ -328,6 +328,8 @@ class ForkServer:
         #: False once the server has gone (a test killed it, or the OOM
         #: killer): its children went with it, and a new one must be started.
         self.alive = True
+        #: A forked server that :meth:`ended` found gone has been reaped.
+        self.reaped = False
 
     @classmethod
     def start(
@@ -440,11 +442,26 @@ class ForkServer:
             return -signal.SIGKILL
         return int.from_bytes(reply, "big", signed=True)
 
+    def ended(self) -> bool:
+        """Whether the server has gone, asked without talking to it (its
+        channel may still take a request it will never answer)."""
+        if self.alive:
+            if self.process is not None:
+                self.alive = self.process.poll() is None
+            else:
+                try:
+                    pid, _ = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:  # reaped already (SIGCHLD ignored): gone
+                    pid = self.pid
+                self.alive = not pid
+                self.reaped = bool(pid)
+        return not self.alive
+
     def close(self) -> None:
         self.channel.close()
         if self.process is not None:
             self.process.wait()
-        else:
+        elif not self.reaped:
             os.waitpid(self.pid, 0)
 
 

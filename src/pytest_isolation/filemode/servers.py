@@ -81,7 +81,7 @@ class Servers:
     def replace_ended(self) -> bool:
         """Close the servers that have gone (a test killed one), so the next
         child comes from a new one; whether any had."""
-        ended = [key for key, server in self._servers.items() if not server.alive]
+        ended = [key for key, server in self._servers.items() if server.ended()]
         for key in ended:
             self._servers.pop(key).close()
         return bool(ended)
