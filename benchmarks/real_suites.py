@@ -702,22 +702,24 @@ def run_once(ctx: Context, project: Project, py: Path, mode: str, index: int) ->
 def test_files(
     ctx: Context, project: Project, py: Path, tree: Path, env: dict[str, str], out: Path
 ) -> tuple[list[str], str]:
-    """The files of the suite's collected tests, in collection order, or why there are none."""
-    cmd = [str(py), "-m", "pytest", "-p", "no:isolation", "--collect-only", "-q", "-rs"]
-    cmd += [*project.args, *(["-p", "no:randomly"] if ctx.randomly else [])]
+    """The files of the suite's collected tests, in collection order, and those skipped
+    whole at collection (junit's records of the collection: ``tests.pkg.test_x`` for
+    ``tests/pkg/test_x.py``), or why there are none."""
+    junit = out.with_suffix(".xml")
+    cmd = [str(py), "-m", "pytest", "-p", "no:isolation", "--collect-only", "-q"]
+    cmd += [*project.args, f"--junitxml={junit}"]
+    cmd += ["-p", "no:randomly"] if ctx.randomly else []
     code = execute(cmd, tree, env, out, ctx.timeout)
     files: dict[str, None] = {}
     for line in out.read_text(errors="replace").splitlines():
-        skipped = re.match(r"^SKIPPED \[\d+\] ([^:]+):(.*)$", line)  # a module skipped whole
-        if skipped:
-            # The skip's location, or (a doctest module that cannot be imported) the
-            # module its reason names; only a file of the tree.
-            named = re.search(r"PosixPath\('([^']+)'\)", skipped.group(2))
-            where = os.path.relpath(named.group(1), tree) if named else skipped.group(1)
-            if not where.startswith("..") and not os.path.isabs(where):
-                files.setdefault(where, None)
-        elif "::" in line and not line.startswith(" "):
+        if "::" in line and not line.startswith(" "):
             files.setdefault(line.split("::", 1)[0], None)
+    with contextlib.suppress(OSError, ET.ParseError):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            module = case.get("name", "") if not case.get("classname") else ""
+            path = module.replace(".", "/") + ".py"
+            if module and (tree / path).is_file():
+                files.setdefault(path, None)
     # A plugin may fail a collect-only session that listed every test (syrupy: unused
     # snapshots): the list is what counts.
     return list(files), "" if files or code in (0, 5) else f"collection exited {code}"
