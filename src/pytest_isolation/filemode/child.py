@@ -579,19 +579,27 @@ def restart_capture(config: pytest.Config) -> None:
         capman.suspend_global_capture()
 
 
+def global_capture(config: pytest.Config) -> Any:
+    """pytest's global capture while it is running, else None
+    (``is_globally_capturing()`` only says it was asked for: pytest stops it
+    on Ctrl-C).
+
+    A private detail of pytest (``CaptureManager._global_capturing``, a
+    ``MultiCapture`` whose ``out``/``err`` are, under ``--capture=fd``,
+    ``FDCapture`` objects with ``tmpfile``, ``targetfd`` and
+    ``targetfd_save``), read here only;
+    ``tests/test_child.py::test_the_fd_capture_is_where_the_child_looks``
+    fails loudly if pytest changes it."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    return getattr(capman, "_global_capturing", None)
+
+
 def _fd_capture_files(config: pytest.Config) -> list[tuple[int, int, int]]:
     """The descriptors of the global fd capture's files of stdout and stderr,
     each with the descriptor it captures and the one it saved to put back
     when suspended (none under ``--capture=sys``, ``tee-sys`` or ``no``,
-    whose streams are this process's own memory).
-
-    A private detail of pytest (``CaptureManager._global_capturing``, a
-    ``MultiCapture`` whose ``out``/``err`` are ``FDCapture`` objects with
-    ``tmpfile``, ``targetfd`` and ``targetfd_save``), fenced here;
-    ``tests/test_child.py::test_the_fd_capture_is_where_the_child_looks``
-    fails loudly if pytest changes it."""
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    multi = getattr(capman, "_global_capturing", None)
+    whose streams are this process's own memory)."""
+    multi = global_capture(config)
     found = []
     for capture in (getattr(multi, "out", None), getattr(multi, "err", None)):
         target = getattr(capture, "targetfd", None)

@@ -39,6 +39,7 @@ else:  # pytest's own dependency before 3.11
     from exceptiongroup import BaseExceptionGroup as _Group
 from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
+from pytest_isolation.filemode.child import global_capture
 
 #: How a fixture's set-up can fail; pytest keeps the failure as its value.
 _SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)
@@ -171,11 +172,7 @@ def captured(config: pytest.Config) -> Iterator[None]:
     """Capture as pytest does around a test's set-up and teardown (where a
     session fixture runs in a plain run); what was written is shown after."""
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
-    # ``is_globally_capturing()`` only says capture was asked for: after
-    # Ctrl-C pytest has stopped it, and reading it would fail.  The one
-    # private detail (``_global_capturing``) is fenced in
-    # ``filemode.child._fd_capture_files``'s test.
-    if capman is None or getattr(capman, "_global_capturing", None) is None:
+    if capman is None or global_capture(config) is None:  # stopped (Ctrl-C), or never on
         yield
         return
     capman.resume_global_capture()
@@ -217,10 +214,12 @@ def _set_up_names(
     seen.update(visible)
     order = list(stand_in.fixturenames)
     last = max((order.index(name) for name in visible if name in order), default=-1)
+    needed = _needed_by(stand_in, visible)
     for name in [*order[: last + 1], *visible]:
         if name in shared.values or name in shared.before:
             continue
-        if name not in visible and not _session_scoped(stand_in, name):
+        found = _last_definition(stand_in, name)
+        if name not in visible and (found is None or found.scope != "session"):
             continue
         try:
             value = _request(stand_in).getfixturevalue(name)
@@ -228,7 +227,7 @@ def _set_up_names(
             continue
         if name in visible:
             shared.values[name] = value
-        elif name not in _needed_by(stand_in, visible):  # not set up through them anyway
+        elif name not in needed:  # not set up through them anyway
             shared.before.append(name)
 
 
@@ -237,18 +236,12 @@ def _needed_by(stand_in: pytest.Function, names: list[str]) -> set[str]:
     found: set[str] = set()
     todo = list(names)
     while todo:
-        definitions = stand_in._fixtureinfo.name2fixturedefs.get(todo.pop())
-        for argname in definitions[-1].argnames if definitions else ():
+        definition = _last_definition(stand_in, todo.pop())
+        for argname in definition.argnames if definition is not None else ():
             if argname not in found:
                 found.add(argname)
                 todo.append(argname)
     return found
-
-
-def _session_scoped(stand_in: pytest.Function, name: str) -> bool:
-    """A fixture the stand-in sees, session-scoped (see :func:`_definition`)."""
-    definitions = stand_in._fixtureinfo.name2fixturedefs.get(name)
-    return definitions is not None and len(definitions) > 0 and definitions[-1].scope == "session"
 
 
 def _warnings_of(stand_in: pytest.Function) -> contextlib.AbstractContextManager[None]:
@@ -418,16 +411,22 @@ def _request(stand_in: pytest.Function) -> pytest.FixtureRequest:
     return request
 
 
-def _definition(stand_in: pytest.Function, name: str) -> str | None:
-    """Where the stand-in's ``name`` is defined (None: not visible there);
-    a fixture that is not session-scoped is a usage error.  Private pytest
-    API, unavoidable: a test's fixture definitions by name are in
-    ``item._fixtureinfo.name2fixturedefs``; ``tests/test_shared.py`` fails
-    loudly if it changes."""
+def _last_definition(stand_in: pytest.Function, name: str) -> Any:
+    """The definition of ``name`` the stand-in uses (the closest), or None.
+    Private pytest API, unavoidable: a test's fixture definitions by name are
+    in ``item._fixtureinfo.name2fixturedefs``; ``tests/test_shared.py``
+    fails loudly if it changes."""
     definitions = stand_in._fixtureinfo.name2fixturedefs.get(name)
-    if not definitions:
+    return definitions[-1] if definitions else None
+
+
+def _definition(stand_in: pytest.Function, name: str) -> str | None:
+    """Where the stand-in's ``name`` is defined (None: not visible there, or
+    another fixture of a name only the decorator shares); a fixture that is
+    not session-scoped, or is parametrized, is a usage error."""
+    definition = _last_definition(stand_in, name)
+    if definition is None:
         return None
-    definition = definitions[-1]
     if name not in stand_in.config.getini(names.INI) and not names.decorated(definition.func):
         return None  # shared by the decorator elsewhere: another fixture of the same name
     where = f"{definition.baseid or '.'}: {name}"
