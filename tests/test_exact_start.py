@@ -4,6 +4,10 @@ import and for the program's own name."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from conftest import FILE_MODE
@@ -71,20 +75,13 @@ def test_a_fork_server_that_dies_is_contained_like_a_crash(
     """A test that kills its parent (the fork server; the OOM killer does
     the same): its file is reported as killed, a new server forks the next
     children, and the other files run."""
-    pytester.makepyfile(
-        test_a="""
+    killer = """
         import os, signal
 
         def test_kills_its_parent():
             os.kill(os.getppid(), signal.SIGKILL)
-        """,
-        test_b="def test_b():\n    pass\n",
-        test_c="def test_c():\n    pass\n",
-    )
-    result = pytester.runpytest_subprocess(
-        *FILE_MODE, f"--isolation-start={start}", "-p", "no:randomly", timeout=TIMEOUT
-    )
-    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    """
+    result = _run_after_a_killer(pytester, killer, start)
     result.stdout.fnmatch_lines(["*test_a.py*killed by signal 9 (SIGKILL)*"])
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] >= 2  # test_b and test_c
@@ -95,6 +92,18 @@ def test_a_fork_server_that_dies_is_contained_like_a_crash(
             ["*test_a.py was killed by signal 9 (SIGKILL) after its last test"]
         )
         assert result.ret == 3
+
+
+def _run_after_a_killer(pytester: pytest.Pytester, killer: str, start: str) -> pytest.RunResult:
+    """Run ``test_a.py`` (``killer``), then two files that pass; no internal error."""
+    pytester.makepyfile(
+        test_a=killer, test_b="def test_b():\n    pass\n", test_c="def test_c():\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess(
+        *FILE_MODE, f"--isolation-start={start}", "-p", "no:randomly", timeout=TIMEOUT
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    return result
 
 
 def test_a_timeout_shorter_than_the_fork_server_s_start_is_reported_per_file(
@@ -111,3 +120,87 @@ def test_a_timeout_shorter_than_the_fork_server_s_start_is_reported_per_file(
     result.stdout.fnmatch_lines(["*did not start in 0.01 s*; each child is spawned instead"])
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("errors", 0) == 2
+
+
+DEPTHS = """
+    import os, sys
+
+    def frames():
+        frame, count = sys._getframe(1), 0
+        while frame is not None:
+            frame, count = frame.f_back, count + 1
+        return count
+
+    def record(what, depth):
+        with open(os.environ["DEPTHS"], "a") as out:
+            out.write(f"{what}={depth}\\n")
+
+    def test_depth(request):
+        record(request.node.name, frames())
+
+    def test_headroom():
+        # structlog's test_recursive: how far a test can recurse is the
+        # limit less the frames below it
+        def down(n):
+            try:
+                return down(n + 1)
+            except RecursionError:
+                return n
+        record("headroom", down(0))
+"""
+
+
+def _depths(pytester: pytest.Pytester, run: Callable[[], object]) -> dict[str, str]:
+    out = pytester.path / "depths.txt"
+    out.unlink(missing_ok=True)
+    run()
+    return dict(line.split("=") for line in out.read_text().splitlines())
+
+
+@pytest.mark.parametrize("entry", ["python -m pytest", "pytest"])
+@pytest.mark.parametrize("start", START_METHODS)
+def test_a_test_runs_as_deep_in_the_stack_as_in_a_plain_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, start: str, entry: str
+) -> None:
+    """Item 9: a forked child ran its tests 21 frames deeper than a plain
+    run, so a test of its recursion headroom failed under ``fork`` only.
+    Each start method now gives a test the same headroom, started either
+    way; a forked one runs on the very frames of the run (a spawned one may
+    count one frame more where ``python -m``'s ``exec`` counts as one)."""
+    pytester.makepyfile(test_depth=DEPTHS)
+    monkeypatch.setenv("DEPTHS", str(pytester.path / "depths.txt"))
+    script = Path(sys.executable).parent / "pytest"
+    if entry == "pytest" and not script.exists():
+        pytest.skip(f"no pytest script beside {sys.executable}")
+
+    def run(*args: str) -> Callable[[], object]:
+        if entry == "pytest":
+            return lambda: pytester.run(script, "-p", "no:randomly", *args, timeout=TIMEOUT)
+        return lambda: pytester.runpytest_subprocess("-p", "no:randomly", *args, timeout=TIMEOUT)
+
+    plain = _depths(pytester, run("-p", "no:isolation", "test_depth.py"))
+    file_mode = _depths(pytester, run(*FILE_MODE, f"--isolation-start={start}"))
+    assert file_mode["headroom"] == plain["headroom"]
+    if start == "fork":
+        assert file_mode == plain
+
+
+def test_a_killed_origin_of_the_fork_servers_is_contained(pytester: pytest.Pytester) -> None:
+    """A test that kills the process its fork server was forked from (the
+    origin, which forks a new server when one dies): its file is reported
+    as killed, the header says the other children are spawned, and they run."""
+    killer = """
+        import os, signal
+
+        def test_kills_the_origin():
+            with open(f"/proc/{os.getppid()}/stat") as stat:
+                origin = int(stat.read().rpartition(")")[2].split()[1])
+            os.kill(origin, signal.SIGKILL)
+            os.kill(os.getppid(), signal.SIGKILL)
+    """
+    result = _run_after_a_killer(pytester, killer, "fork")
+    result.stdout.fnmatch_lines(["*test_a.py*killed by signal 9 (SIGKILL)*"])
+    result.stdout.fnmatch_lines(
+        ["*the origin of the fork servers has ended; each child is spawned instead"]
+    )
+    result.stdout.fnmatch_lines(["test_b.py .*", "test_c.py .*"])

@@ -169,7 +169,8 @@ def test_shard_first_then_distribute(pytester: pytest.Pytester) -> None:
 
 def test_the_xdist_worker_plugin_is_still_found(pytester: pytest.Pytester) -> None:
     """The fence of ``core.xdist.worker_interactor``: fails loudly if
-    pytest-xdist renames its worker plugin or its ``item_index``."""
+    pytest-xdist renames its worker plugin, its ``sendevent`` or its
+    ``item_index``."""
     pytester.makepyfile(
         test_fence="""
         from pytest_isolation.core.xdist import worker_interactor

@@ -37,11 +37,12 @@ def worker_interactor(config: pytest.Config) -> Any:
 
     Private pytest-xdist detail, unavoidable: it is registered without a name,
     and it asserts that a report's node id is the one of the item it was
-    told to run (``session.items[item_index]``), which a file's placeholder
-    is not; ``tests/test_xdist.py`` fails loudly if this changes.
+    told to run (``session.items[item_index]``, set once it runs one), which
+    a file's placeholder is not; ``tests/test_xdist.py`` fails loudly if
+    this changes.
     """
     for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "item_index"):
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "sendevent"):
             return plugin
     return None
 

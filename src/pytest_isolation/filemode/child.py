@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import sys
 import tempfile
@@ -44,6 +45,8 @@ from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import childend
 from pytest_isolation.filemode import inherited
 from pytest_isolation.filemode import junit
+from pytest_isolation.filemode.depth import call_deeper
+from pytest_isolation.filemode.depth import headroom
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
@@ -86,6 +89,8 @@ class ChildPlugin:
         #: files are collected, and then each file's items.
         self.held: _Held | None = None
         self.runs: list[_FileRun] = []
+        #: How the run was interrupted, if it was.
+        self.interruption: Interruption | None = None
 
     def start(self, spec: ChildSpec, parent_collector: pytest.Collector | None) -> None:
         self.spec = spec
@@ -273,8 +278,29 @@ class ChildPlugin:
 
     @pytest.hookimpl(tryfirst=True)  # replaces pytest's loop, which stops on collection errors
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        # The tests run as deep in the stack as from the parent's loop: from
+        # here, or through the frames this spawned child has to spare (.depth).
+        spare = headroom() - self.spec.loop_room if self.spec.loop_room else 0
+        if spare > 1:
+            call_deeper(spare - 1, self.run, session)
+        elif spare == 1:
+            self.run(session)
+        try:  # as deep as the parent's loop, or deeper
+            for item, nextitem in self.items(session):
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        except BaseException as error:
+            self.stopped(error)
         finish(session, self)
         return True  # not reached: finish() ends the process
+
+    def run(self, session: pytest.Session) -> None:
+        """Run the tests from this frame, end the session and the process."""
+        try:
+            for item, nextitem in self.items(session):
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        except BaseException as error:
+            self.stopped(error)
+        finish(session, self)
 
     def _serialize(self, report: pytest.TestReport | pytest.CollectReport) -> dict[str, Any]:
         config = self.config
@@ -282,33 +308,38 @@ class ChildPlugin:
         data: dict[str, Any] = hook(config=config, report=report)
         return data
 
-    def run(self, session: pytest.Session) -> Interruption | None:
-        """Run the collected items; say how the run was interrupted, if it was."""
+    def items(self, session: pytest.Session) -> Iterator[tuple[pytest.Item, pytest.Item | None]]:
+        """The collected items to run, each with the one after it; between
+        the files of a shared process, the messages that end one and start
+        the next.  Stops where pytest's loop would (``-x``, ``--maxfail``)."""
         if self.spec.collect_only:
-            return None
+            return
         runs = self.runs or [_FileRun(self.spec.path, session.items, [])]
         items = [item for run in runs for item in run.items]
         position = 0
-        try:
-            for number, run in enumerate(runs):
-                if self.runs:  # a shared process: the file's collection, then its tests
-                    for kind, payload in run.messages:
-                        self.sender.send(kind, **payload)
-                    self.sender.send(COLLECTED, nodeids=[str(item.nodeid) for item in run.items])
-                for item in run.items:
-                    position += 1
-                    nextitem = items[position] if position < len(items) else None
-                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                    if session.shouldfail or session.shouldstop:
-                        return None
-                if number + 1 < len(runs):
-                    self.sender.send(DONE)
-        except KeyboardInterrupt as interrupt:
-            where = traceback.extract_tb(interrupt.__traceback__)[-1]
-            return Interruption(None, None, (where.filename, where.lineno or 1))
-        except pytest.exit.Exception as stop:  # pytest.exit() ends the whole run
-            return Interruption(stop.msg, stop.returncode)
-        return None
+        for number, run in enumerate(runs):
+            if self.runs:  # a shared process: the file's collection, then its tests
+                for kind, payload in run.messages:
+                    self.sender.send(kind, **payload)
+                self.sender.send(COLLECTED, nodeids=[str(item.nodeid) for item in run.items])
+            for item in run.items:
+                position += 1
+                yield item, items[position] if position < len(items) else None
+                if session.shouldfail or session.shouldstop:
+                    return
+            if number + 1 < len(runs):
+                self.sender.send(DONE)
+
+    def stopped(self, error: BaseException) -> None:
+        """Keep how a Ctrl-C or ``pytest.exit()`` (which ends the whole run)
+        interrupted the run; raise anything else."""
+        if isinstance(error, KeyboardInterrupt):
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            self.interruption = Interruption(None, None, (where.filename, where.lineno or 1))
+        elif isinstance(error, pytest.exit.Exception):
+            self.interruption = Interruption(error.msg, error.returncode)
+        else:
+            raise error
 
 
 def _written_to_stderr() -> int:
@@ -430,8 +461,8 @@ class _TerminalStandIn:
 
 
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
-    """Run the file, end the session, tell the parent, and end the process."""
-    interruption = plugin.run(session)
+    """End the session, tell the parent, and end the process."""
+    interruption = plugin.interruption
     if not plugin.spec.collect_only:
         status = childend.session_status(session, interruption is not None)
         raised = childend.end_session(session, status)
@@ -481,15 +512,16 @@ def _leave_xdist(config: pytest.Config) -> None:
         config.pluginmanager.unregister(interactor)
 
 
-def run_forked(
+def start_forked(
     session: pytest.Session,
     plugin: ChildPlugin,
     control_fd: int,
     fd: int,
     parent: pytest.Collector | None = None,
     environ: dict[str, str] | None = None,
-) -> None:
-    """Body of a forked child: wait for the file to run, run it.
+) -> ChildPlugin:
+    """In a forked child: wait for the file to run, start ``plugin`` for it
+    (:func:`collect_forked` collects it).
 
     ``parent`` is the file's directory collector when known at fork time;
     a child forked ahead of time finds it from the item index it is sent.
@@ -519,12 +551,37 @@ def run_forked(
         assert placeholder is not None
         parent = placeholder.parent
     plugin.start(payload["spec"], parent)
-    hook = session.config.hook
-    hook.pytest_collection(session=session)
-    # Through the hook, as in a spawned child: the wrappers of the run loop
-    # set up its state again (logging's handlers, which the collection
-    # wrapper has just taken off); the child plugin's loop ends the process.
-    hook.pytest_runtestloop(session=session)
+    return plugin
+
+
+def collect_forked(session: pytest.Session) -> None:
+    """Collect a forked child's file, inside the run loop."""
+    with run_loop_logging_kept(session.config):
+        session.config.hook.pytest_collection(session=session)
+
+
+@contextlib.contextmanager
+def run_loop_logging_kept(config: pytest.Config) -> Iterator[None]:
+    """Give the root logger back the handlers of pytest's logging plugin
+    that a forked child's collection takes off.
+
+    A forked child collects inside the run loop, whose logging wrapper has
+    put on its handlers (live logs, ``--log-file``); the collection's
+    wrapper puts the same ones on and takes them off at its end.  In a
+    plain run the loop puts them on after the collection, whatever a test
+    module did to the root logger at import.
+    """
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        yield
+    finally:
+        plugin = config.pluginmanager.get_plugin("logging-plugin")
+        values = vars(plugin).values() if plugin is not None else ()
+        owned = [value for value in values if isinstance(value, logging.Handler)]
+        for handler in before:
+            if any(handler is own for own in owned) and handler not in root.handlers:
+                root.addHandler(handler)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+import traceback
 from collections.abc import Generator
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -39,13 +40,19 @@ from pytest_isolation.filemode import preload
 from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import shared
 from pytest_isolation.filemode import wire
+from pytest_isolation.filemode.child import ChildPlugin
+from pytest_isolation.filemode.child import collect_forked
+from pytest_isolation.filemode.child import finish
 from pytest_isolation.filemode.child import prepare_forked
-from pytest_isolation.filemode.child import run_forked
+from pytest_isolation.filemode.child import run_loop_logging_kept
+from pytest_isolation.filemode.child import start_forked
 from pytest_isolation.filemode.childend import apply_raised_status
 from pytest_isolation.filemode.childend import write_raised_status
+from pytest_isolation.filemode.depth import headroom
 from pytest_isolation.filemode.launch import Child
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Launch
+from pytest_isolation.filemode.launch import Origin
 from pytest_isolation.filemode.launch import ServerEnded
 from pytest_isolation.filemode.launch import Warm
 from pytest_isolation.filemode.launch import describe_exit
@@ -70,7 +77,9 @@ from pytest_isolation.filemode.reaping import Finishing
 from pytest_isolation.filemode.reaping import pass_through
 from pytest_isolation.filemode.relay import FileRelay
 from pytest_isolation.filemode.servers import PRELOAD_SECONDS
+from pytest_isolation.filemode.servers import OriginEnded
 from pytest_isolation.filemode.servers import Servers
+from pytest_isolation.filemode.servers import serve_order
 
 __all__ = ["FileModeController"]
 
@@ -143,6 +152,8 @@ class FileModeController:
         self.started: dict[int, Child] = {}
         #: Fork the prepared children of the run (started at the first file).
         self.servers: Servers | None = None
+        #: Forks the fork servers of ``fork`` (forked as the run loop starts).
+        self.origin: Origin | None = None
         #: The spawned fork server of ``forkserver`` (started at the first file).
         self.zygote: ForkServer | None = None
         #: Why no fork server could start (``forkserver``): each child is spawned.
@@ -153,6 +164,8 @@ class FileModeController:
         self.finishing = Finishing(config, settings.timeout, settings.kill_grace)
         self.basetemp: Path | None = None
         self.spawned = 0
+        #: The recursion headroom of pytest's run loop: spawned children run their tests as deep.
+        self.loop_room = 0
         #: The environment the run started with: every file's child starts from it
         #: (what a test run in this process, of a non-Python collector, sets is its own).
         self.environ: dict[str, str] | None = None
@@ -369,7 +382,12 @@ class FileModeController:
         session = self.config.stash[_SESSION]
         named = tuple(str(items[i].path) for i in members if session.isinitpath(items[i].path))
         return wire.ChildSpec(
-            path=str(path), selectors=self._selectors(path), more=more, marked=marked, named=named
+            path=str(path),
+            selectors=self._selectors(path),
+            more=more,
+            marked=marked,
+            named=named,
+            loop_room=self.loop_room,
         )
 
     def _path_at(self, index: int | None) -> Path | None:
@@ -487,6 +505,19 @@ class FileModeController:
             return warm.activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self._fork_now(file).activate(spec, index)
+        try:
+            return self._forked(spec, index, paths, more)
+        except OriginEnded as ended:  # a test killed it: fresh interpreters from now on
+            self.method, self.reason = "spawn", str(ended)
+            _write_line(self.config, f"{ended}; each child is spawned instead")
+            self._discard_warm()
+            return self._start(spec, file, index, more)
+
+    def _forked(
+        self, spec: wire.ChildSpec, index: int, paths: list[Path], more: Path | None
+    ) -> Child:
+        """A child from the fork server (the one forked ahead, if it suits),
+        and the one for ``more``, forked ahead."""
         servers = self._servers()
         ended = servers.replace_ended()
         if self.warm is not None and (ended or self.warm_preloads != servers.preloads(*paths)):
@@ -499,7 +530,8 @@ class FileModeController:
             warm.discard()
             child = self._fork_ahead(*paths).activate(spec, index)
         if more is not None:
-            self.warm = self._fork_ahead(more)
+            with contextlib.suppress(OriginEnded):  # the next file's start says so
+                self.warm = self._fork_ahead(more)
         return child
 
     def _launch(self, spec: wire.ChildSpec) -> tuple[wire.ChildSpec, Launch]:
@@ -586,7 +618,9 @@ class FileModeController:
         session, parent = file.session, file.parent
 
         def body(control: int, fd: int) -> None:
-            run_forked(session, prepare_forked(session), control, fd, parent, self.environ)
+            plugin = start_forked(session, prepare_forked(session), control, fd, parent)
+            collect_forked(session)
+            finish(session, plugin)
 
         return fork_warm(body)
 
@@ -604,7 +638,7 @@ class FileModeController:
         if self.servers is None:
             session = self.config.stash[_SESSION]
             on = self.settings.preload == "auto"
-            self.servers = Servers(session, self.environ, on, self.settings.timeout)
+            self.servers = Servers(session, self.origin, on, self.settings.timeout)
         return self.servers
 
     def _discard_warm(self) -> None:
@@ -624,6 +658,9 @@ class FileModeController:
         self._reap(wait=True)
         if self.servers is not None:
             self.servers.close()
+        if self.origin is not None:
+            self.origin.close()
+            self.origin = None
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
@@ -654,19 +691,55 @@ class FileModeController:
         self.config.stash[_SESSION] = session
         self.ending = lifetime.interrupt_on_ending()  # until the session finishes
 
-    @pytest.hookimpl(tryfirst=True)  # after pytest counted the placeholders, before the loop
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: the loop's other wrappers have set up
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         childcov.quiet_parent()
-        files = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
+        found = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
+        files = [file for file in found if file is not None]
         if not is_worker(self.config):  # an xdist controller counts its workers' files
-            progress.estimate(session, [file for file in files if file is not None])
-        if files and not self.config.option.collectonly:
-            self._share_fixtures([file for file in files if file is not None])
+            progress.estimate(session, files)
+        running = bool(files) and not self.config.option.collectonly
+        if running:
+            self._share_fixtures(files)
         # After the shared set-up: what it put into the environment stays for
         # every test after it, as a session fixture's change does in a plain run.
         self.environ = dict(os.environ)
-        if self.method == "fork" and files and not self.config.option.collectonly:
-            self._start_preloading([file.path for file in files if file is not None])
+        self.loop_room = headroom()
+        if running and self.method == "fork":
+            self.basetemp = shared_basetemp(self.config)  # every child's, made once
+            plugin = self._fork_origin(session)
+            if plugin is not None:  # a file's child, forked by a fork server: see Origin
+                try:
+                    # It collects and runs its tests from this frame, as pytest's
+                    # own loop would: as deep in the stack.
+                    with run_loop_logging_kept(self.config):
+                        self.config.hook.pytest_collection(session=session)
+                    try:
+                        for item, nextitem in plugin.items(session):
+                            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                    except BaseException as error:
+                        plugin.stopped(error)
+                    finish(session, plugin)  # ends the process
+                except BaseException:
+                    traceback.print_exc()
+                os._exit(3)
+            self._start_preloading([file.path for file in files])
+        return (yield)
+
+    def _fork_origin(self, session: pytest.Session) -> ChildPlugin | None:
+        """Fork the origin of the run's fork servers, here, in the frame of
+        pytest's run loop.  Returns None here; each fork server the origin
+        forks returns here too and serves, and each child a server forks
+        returns here, started for its file, with its plugin."""
+        turn = Origin.fork()
+        if isinstance(turn, Origin):
+            self.origin = turn
+            return None
+        try:
+            return serve_order(session, turn, self.environ)
+        except BaseException:  # pragma: no cover - in a server or a child
+            traceback.print_exc()
+            os._exit(3)
 
     def _share_fixtures(self, files: list[pytest.Collector]) -> None:
         """Set up the shared fixtures here, before the fork server (fork only)."""

@@ -21,6 +21,7 @@ import faulthandler
 import gc
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -87,8 +88,19 @@ _FORKSERVER_CODE = (
     "if spec['args'] is None:\n"
     "    from pytest_isolation.filemode.launch import serve_spawned\n"
     "    serve_spawned(spec['fd'], spec['modules'])\n"
-    "from pytest_isolation.filemode.zygote import serve_prepared\n"
-    "serve_prepared(spec['fd'], spec['args'], spec['modules'])\n"
+    # Run pytest's start-up for the run's arguments (and import the modules
+    # each child would import at its configure), then serve; in each child,
+    # the rest of pytest's run.  Called from here: as shallow as the parent.
+    "import traceback\n"
+    "from pytest_isolation.filemode.zygote import Zygote, end\n"
+    "import pytest\n"
+    "try:\n"
+    "    sys.argv[1:] = spec['args']\n"
+    "    code = int(pytest.main(spec['args'], plugins=[Zygote(spec['fd'], spec['modules'])]))\n"
+    "except BaseException:\n"
+    "    traceback.print_exc()\n"
+    "    code = 3\n"
+    "end(code)\n"
 )
 
 
@@ -304,12 +316,12 @@ def _child_start(close: tuple[int, ...], stderr: IO[bytes], parent: int) -> None
 class ForkServer:
     """A prepared copy of the parent that forks the children of the run.
 
-    The parent forks it once, after collection; it prepares itself as a
-    child (detaches the controller and the terminal, registers the child
-    plugin) and from then on only forks.  Each file's child thus starts
-    prepared, and the parent, which keeps working, never shares its pages
-    with a running child.  The server reaps its children and tells the parent
-    the exit status of the ones that died.
+    The :class:`Origin` forks it; it prepares itself as a child (detaches
+    the controller and the terminal, registers the child plugin) and from
+    then on only forks.  Each file's child thus starts prepared, and the
+    parent, which keeps working, never shares its pages with a running
+    child.  The server reaps its children and tells the parent the exit
+    status of the ones that died.
     """
 
     def __init__(
@@ -328,37 +340,6 @@ class ForkServer:
         #: False once the server has gone (a test killed it, or the OOM
         #: killer): its children went with it, and a new one must be started.
         self.alive = True
-        #: A forked server that :meth:`ended` found gone has been reaped.
-        self.reaped = False
-
-    @classmethod
-    def start(
-        cls,
-        prepare: Callable[[], tuple[Callable[[int, int], None], bytes]],
-        others: Sequence[ForkServer] = (),
-        seconds: float | None = None,
-    ) -> ForkServer:
-        """Fork the server; ``prepare()`` runs in it once and returns each
-        child's body and a message for the parent, which waits for it (at
-        most ``seconds``, else the server is killed and ``TimeoutError``
-        raised).  The server lets go of the ``others``' channels, so that
-        each ends when the parent closes its own."""
-        channel, server_end = socket.socketpair()
-        parent = os.getpid()
-        pid = _fork()
-        if pid == 0:  # pragma: no cover - the child's coverage is not collected
-            stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-            close = (channel.fileno(), *(other.channel.fileno() for other in others))
-            _child_main(close, stderr, lambda: _serve_with(server_end, *prepare()), parent)
-        server_end.close()
-        try:
-            hello = _read_hello(channel, seconds)
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            channel.close()
-            raise
-        return cls(pid, channel, hello or b"")
 
     @classmethod
     def spawn(
@@ -372,7 +353,7 @@ class ForkServer:
         """Start the spawned fork server: a fresh interpreter that imports
         pytest and ``modules`` and forks the children (:func:`serve_spawned`);
         with ``args``, one that runs pytest's start-up for them first
-        (:func:`.zygote.serve_prepared`).  Waits for it at most ``seconds``;
+        (:class:`.zygote.Zygote`).  Waits for it at most ``seconds``;
         ``RuntimeError`` names why it did not start.  Its ``hello`` says what
         it prepared (JSON: a :class:`~.preload.Loaded`, or the zygote's word)."""
         channel, server_end = socket.socketpair()
@@ -448,25 +429,139 @@ class ForkServer:
         if self.alive:
             if self.process is not None:
                 self.alive = self.process.poll() is None
-            else:
-                try:
-                    pid, _ = os.waitpid(self.pid, os.WNOHANG)
-                except ChildProcessError:  # reaped already (SIGCHLD ignored): gone
-                    pid = self.pid
-                self.alive = not pid
-                self.reaped = bool(pid)
+            else:  # it sends nothing unasked: a readable channel has been closed
+                self.alive = not select.select([self.channel], [], [], 0)[0]
         return not self.alive
 
     def close(self) -> None:
+        """Let the server go: it ends when its channel closes (the origin
+        reaps a forked one)."""
         self.channel.close()
         if self.process is not None:
             self.process.wait()
-        elif not self.reaped:
-            os.waitpid(self.pid, 0)
+
+
+class Origin:
+    """A pristine copy of the parent that forks the run's fork servers.
+
+    The parent forks it once, from the frame of pytest's run loop, before
+    any test runs.  Every fork server it forks later returns from
+    :meth:`fork` in that frame, and every child that server forks returns
+    from :func:`serve` there too: so a file's child runs its tests from
+    the frame pytest's own run loop would (as deep in the stack as a plain
+    run), and a server that a test killed is replaced by one as pristine.
+    """
+
+    def __init__(self, pid: int, channel: socket.socket) -> None:
+        self.pid = pid
+        self.channel = channel
+        #: False once the origin has gone (a test killed it): no server can start.
+        self.alive = True
+        self.reaped = False
+
+    @classmethod
+    def fork(cls) -> Origin | ServerOrder:
+        """Fork the origin.  Returns its handle here and, in each fork server
+        it forks later, what that server is to prepare."""
+        channel, origin_end = socket.socketpair()
+        parent = os.getpid()
+        pid = _fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            try:
+                with tempfile.TemporaryFile() as stderr:  # fd 2 is its copy
+                    _child_start((channel.detach(),), stderr, parent)
+                return _originate(origin_end)
+            except BaseException:
+                traceback.print_exc()
+                os._exit(3)
+        origin_end.close()
+        return cls(pid, channel)
+
+    def start_server(
+        self, modules: list[str] | None, careful: bool, seconds: float | None
+    ) -> ForkServer:
+        """A new fork server, prepared with ``modules`` preloaded (none:
+        ``None``).  Waits for it at most ``seconds``, else kills it and raises
+        ``TimeoutError``; :class:`ServerEnded` if the origin has gone."""
+        channel, server_end = socket.socketpair()
+        order = json.dumps({"modules": modules, "careful": careful}).encode()
+        try:
+            header = _SERVE + len(order).to_bytes(4, "big")
+            socket.send_fds(self.channel, [header + order], [server_end.fileno()])
+            reply = _recv_exactly(self.channel, 8)
+        except OSError:
+            reply = b""
+        finally:
+            server_end.close()
+        if len(reply) < 8:
+            channel.close()
+            raise ServerEnded("isolation: the origin of the fork servers ended unexpectedly")
+        pid = int.from_bytes(reply, "big")
+        try:
+            hello = _read_hello(channel, seconds)
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)  # the origin reaps it
+            channel.close()
+            raise
+        return ForkServer(pid, channel, hello or b"")
+
+    def ended(self) -> bool:
+        """Whether the origin has gone (reaped here if so)."""
+        if self.alive:
+            try:
+                self.alive = not os.waitpid(self.pid, os.WNOHANG)[0]
+            except ChildProcessError:  # reaped already (SIGCHLD ignored): gone
+                self.alive = False
+            self.reaped = not self.alive
+        return not self.alive
+
+    def close(self) -> None:
+        """End the origin once its servers have ended, and reap it."""
+        self.channel.close()
+        if not self.reaped:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOrder:
+    """What a new fork server prepares: the modules it preloads (``None``:
+    it preloads nothing) and how (``careful``: one check per module), and
+    its channel to the parent."""
+
+    channel: socket.socket
+    modules: list[str] | None
+    careful: bool
+
+
+def _originate(channel: socket.socket) -> ServerOrder:
+    """The origin's loop: fork a fork server for each order of the parent.
+    Returns in each server only; the origin ends, once its servers have,
+    when the parent closes the channel."""
+    origin = os.getpid()
+    while True:
+        data, fds, _, _ = socket.recv_fds(channel, 5, 1)
+        if len(data) < 5 or not fds:
+            break
+        order = json.loads(_recv_exactly(channel, int.from_bytes(data[1:5], "big")))
+        _reap({})
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            with tempfile.TemporaryFile() as stderr:  # fd 2 is its copy
+                _child_start((channel.detach(),), stderr, origin)
+            return ServerOrder(socket.socket(fileno=fds[0]), order["modules"], order["careful"])
+        os.close(fds[0])
+        channel.sendall(pid.to_bytes(8, "big"))
+    while True:  # the servers end when the parent closes their channels
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
 
 
 _FORK = b"F"
 _WAIT = b"W"
+_SERVE = b"S"
 
 
 class ServerEnded(RuntimeError):
@@ -491,11 +586,6 @@ def _recv_exactly(channel: socket.socket, size: int) -> bytes:
             break
         data += chunk
     return data
-
-
-def _serve_with(channel: socket.socket, body: Callable[[int, int], None], hello: bytes) -> None:
-    """Serve; each child runs ``body(control_fd, write_fd)``."""
-    body(*serve(channel, hello))
 
 
 def say_hello(channel: socket.socket, hello: bytes) -> None:
@@ -549,7 +639,8 @@ def _serve_fork(channel: socket.socket) -> tuple[int, int] | None:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         try:
-            _child_start((channel.fileno(), control_write, read_fd), stderr, parent)
+            # detached: the socket object lives on in the frames this child returns to
+            _child_start((channel.detach(), control_write, read_fd), stderr, parent)
         except BaseException:
             traceback.print_exc()
             os._exit(3)

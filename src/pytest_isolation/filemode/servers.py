@@ -8,7 +8,6 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,9 +15,13 @@ import pytest
 
 from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import preload
+from pytest_isolation.filemode.child import ChildPlugin
 from pytest_isolation.filemode.child import prepare_forked
-from pytest_isolation.filemode.child import run_forked
+from pytest_isolation.filemode.child import start_forked
 from pytest_isolation.filemode.launch import ForkServer
+from pytest_isolation.filemode.launch import Origin
+from pytest_isolation.filemode.launch import ServerOrder
+from pytest_isolation.filemode.launch import serve
 from pytest_isolation.filemode.nodes import module_name
 
 #: Bound at import: a module the server preloads may replace ``json.dumps``
@@ -45,12 +48,13 @@ class Servers:
     def __init__(
         self,
         session: pytest.Session,
-        environ: dict[str, str] | None,
+        origin: Origin | None,
         on: bool,
         timeout: float | None = None,
     ) -> None:
         self.session = session
-        self.environ = environ
+        #: Forks the servers (``None``: they cannot start).
+        self.origin = origin
         self.on = on
         #: How long the preloading server may take: as a file's child, if less.
         self.seconds = PRELOAD_SECONDS if timeout is None else min(timeout, PRELOAD_SECONDS)
@@ -139,24 +143,11 @@ class Servers:
         return None
 
     def _start(self, modules: list[str] | None, careful: bool = False) -> ForkServer:
-        session, environ = self.session, self.environ
-
-        def prepare() -> tuple[Callable[[int, int], None], bytes]:
-            plugin = prepare_forked(session)
-            hello = b""
-            if modules is not None:
-                childcov.measure_in_fork()
-                loaded = preload.load(modules, careful)
-                childcov.save_so_far()
-                hello = _dumps(dataclasses.asdict(loaded)).encode()
-
-            def body(control: int, fd: int) -> None:
-                run_forked(session, plugin, control, fd, None, environ)
-
-            return body, hello
-
+        origin = self.origin
+        if origin is None or origin.ended():
+            raise OriginEnded("isolation: the origin of the fork servers has ended")
         seconds = None if modules is None else self.seconds
-        return ForkServer.start(prepare, list(self._servers.values()), seconds)
+        return origin.start_server(modules, careful, seconds)
 
     def lines(self, verbose: int) -> list[str]:
         """What was preloaded and what was kept out; the reasons with ``-v``."""
@@ -190,3 +181,24 @@ class Servers:
         for server in self._servers.values():
             server.close()
         self._servers = {}
+
+
+class OriginEnded(RuntimeError):
+    """No fork server can start: the origin has gone (a test killed it)."""
+
+
+def serve_order(
+    session: pytest.Session, order: ServerOrder, environ: dict[str, str] | None
+) -> ChildPlugin:
+    """In a new fork server: prepare as each child will be, preload what
+    ``order`` says, then serve.  Returns in each child it forks, started for
+    its file; ``environ`` is the one every child starts from."""
+    plugin = prepare_forked(session)
+    hello = b""
+    if order.modules is not None:
+        childcov.measure_in_fork()
+        loaded = preload.load(order.modules, order.careful)
+        childcov.save_so_far()
+        hello = _dumps(dataclasses.asdict(loaded)).encode()
+    control, fd = serve(order.channel, hello)
+    return start_forked(session, plugin, control, fd, None, environ)

@@ -93,6 +93,9 @@ class ChildSpec:
     argv0: str = ""
     #: Spawn only: the parent's pid (the child ends if its parent has already gone).
     parent: int = 0
+    #: The recursion headroom of the parent's run loop (0: unknown): a
+    #: spawned child runs its tests as deep (:mod:`.depth`).
+    loop_room: int = 0
     #: Spawn from a pytest-xdist worker: the worker's ``workerinput`` (JSON values).
     workerinput: dict[str, Any] | None = None
 

@@ -1,5 +1,9 @@
 """The prepared fork server of the ``forkserver`` start method: the zygote.
 
+Its interpreter (``launch._FORKSERVER_CODE``) calls
+``pytest.main(args, plugins=[Zygote(...)])`` from the top of its stack, as
+shallow as the ``pytest`` script, and each child goes on from there.
+
 A fresh interpreter runs pytest's start-up once, as every spawned child
 would: it parses the run's arguments, loads the plugins (entry points,
 ``-p``, ``PYTEST_PLUGINS``; assertion rewriting marks and rewrites them) and
@@ -25,7 +29,6 @@ import os
 import socket
 import sys
 import threading
-import traceback
 from collections.abc import Generator
 from typing import Any
 
@@ -38,21 +41,11 @@ from pytest_isolation.filemode.launch import serve
 from pytest_isolation.filemode.launch import take_start
 
 
-def serve_prepared(fd: int, args: list[str], modules: list[str]) -> None:
-    """Run pytest's start-up for ``args``, import ``modules`` (what each
-    child would import at its configure, before any test code runs), then
-    serve (:class:`Zygote`).  In each child, the rest of pytest's run;
-    never returns."""
-    code = 3
-    try:
-        sys.argv[1:] = args
-        code = int(pytest.main(args, plugins=[Zygote(fd, modules)]))
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+def end(code: int) -> None:
+    """End the zygote, or a child of it, with ``code``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class Zygote:
