@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -120,6 +121,9 @@ class Project:
     env: tuple[tuple[str, str], ...] = ()
     extras: str = ""  # e.g. "[trio]", installed with the project
     pytest_req: str = PYTEST_REQ  # a suite that needs another pytest (private API) says so
+    # The release's source archive, for a project whose sdist has no tests: its tree is
+    # the one the suite runs in (the sdist still installs the project).
+    source: str = ""
 
 
 PROJECTS: list[Project] = [
@@ -300,6 +304,17 @@ PROJECTS: list[Project] = [
         "over every language's data), unittest-style classes; settings changed through "
         "a module-level settings object and decorators.",
     ),
+    Project(
+        name="rich",
+        version="14.3.3",
+        requirements=("attrs",),
+        args=("tests",),
+        source="https://github.com/Textualize/rich/archive/refs/tags/v14.3.3.tar.gz",
+        why="Terminal rendering: a process-wide Console bound to sys.stdout at first use, "
+        "environment-driven colour detection (TERM, NO_COLOR, FORCE_COLOR, COLUMNS read "
+        "at console creation), the pygments lexers it imports for syntax highlighting, "
+        "and many small test files; its sdist has no tests, so they come from the tag.",
+    ),
 ]
 
 
@@ -442,6 +457,19 @@ def fetch_sdist(work: Path, python: str, project: Project) -> Path:
     return found
 
 
+def fetch_source(work: Path, project: Project) -> Path:
+    """The release's source archive (``project.source``), downloaded once into the cache."""
+    path = work / "sdists" / f"{project.name}-{project.version}-source.tar.gz"
+    if not path.is_file():
+        log(f"{project.name}: downloading the release's source")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(project.source, timeout=300) as response:
+            data = response.read()
+        path.with_suffix(".part").write_bytes(data)
+        path.with_suffix(".part").rename(path)
+    return path
+
+
 def extract(sdist: Path, dest: Path) -> None:
     """Extract the sdist's single top-level folder as ``dest`` (the pristine tree)."""
     scratch = dest.with_name(dest.name + ".extracting")
@@ -505,7 +533,7 @@ def build_venv(work: Path, python: str, project: Project, plugin: Path, rebuild:
     sdist = fetch_sdist(work, python, project)
     tree = pristine_tree(work, project)
     if rebuild or not tree.is_dir():
-        extract(sdist, tree)
+        extract(fetch_source(work, project) if project.source else sdist, tree)
     py = venv_python(work, project)
     stamp = py.parent.parent / "real-suites-stamp.json"
     if not rebuild and stamp.is_file() and stamp.read_text() == venv_stamp(project, sdist):
