@@ -34,3 +34,42 @@ def test_a_file_that_gained_tests_is_counted_when_its_child_reports(
     result.assert_outcomes(passed=3)
     assert percentages(result)[-1] == 100
     assert percentages(run_file_mode(pytester, start, "-v")) == [33, 66, 100]
+
+
+PARAMETRIZED = """
+import pytest
+
+@pytest.mark.parametrize("n", range(10))
+def test_x(n):
+    pass
+"""
+
+
+@pytest.mark.parametrize("verbose", ["-v", "-q"])
+def test_a_first_run_s_progress_never_steps_back(
+    pytester: pytest.Pytester, start: str, verbose: str
+) -> None:
+    """Item 10: on a first run each file counted as one test until its child
+    reported, so the percentage fell at every new file (83 %, then 52 %)."""
+    pytester.makepyfile(test_a=PARAMETRIZED, test_b=PARAMETRIZED, test_c=PARAMETRIZED)
+    result = run_file_mode(pytester, start, verbose, "-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=30)
+    shown = percentages(result)
+    assert shown == sorted(shown)
+    assert shown[-1] == 100
+
+
+def test_a_first_run_counts_the_test_functions_a_file_defines(
+    pytester: pytest.Pytester,
+) -> None:
+    """Before a child reports, a file counts as the test functions its
+    source defines: without parametrization, a first run's progress is
+    the plain run's."""
+    many = "".join(f"def test_{i}():\n    pass\n" for i in range(5))
+    methods = "class TestK:\n" + "".join(
+        f"    def test_{i}(self):\n        pass\n" for i in range(3)
+    )
+    pytester.makepyfile(test_1="def test_a(): pass\n", test_2=many, test_3=methods)
+    plain = percentages(run_plain(pytester, "-v", "-p", "no:cacheprovider"))
+    first = run_file_mode(pytester, "fork", "-v", "-p", "no:randomly", "-p", "no:cacheprovider")
+    assert percentages(first) == plain

@@ -767,6 +767,10 @@ class FileModeController:
             for line in servers.lines(self.config.option.verbose):
                 _write_line(self.config, line)
 
+    @pytest.hookimpl(tryfirst=True)  # before the terminal shows its percentage
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        progress.reported(self.config.stash[_SESSION], report.nodeid)
+
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._reap(wait=True)  # every child's end happens within the run
