@@ -741,7 +741,7 @@ def test_files(
     files: dict[str, None] = {}
     for line in out.read_text(errors="replace").splitlines():
         if "::" in line and not line.startswith(" "):
-            files.setdefault(line.split("::", 1)[0], None)
+            files.setdefault(_in_tree(tree, line.split("::", 1)[0], project.args), None)
     with contextlib.suppress(OSError, ET.ParseError):
         for case in ET.parse(junit).getroot().iter("testcase"):
             module = case.get("name", "") if not case.get("classname") else ""
@@ -751,6 +751,18 @@ def test_files(
     # A plugin may fail a collect-only session that listed every test (syrupy: unused
     # snapshots): the list is what counts.
     return list(files), "" if files or code in (0, 5) else f"collection exited {code}"
+
+
+def _in_tree(tree: Path, name: str, args: tuple[str, ...]) -> str:
+    """A collected file's path from the tree's top: node ids are relative to the
+    rootdir, which is a folder of the arguments when it has its own ini file (rich's
+    ``tests/pytest.ini``)."""
+    if (tree / name).is_file():
+        return name
+    for arg in args:
+        if not arg.startswith("-") and (tree / arg / name).is_file():
+            return f"{arg.rstrip('/')}/{name}"
+    return name
 
 
 def run_loop(ctx: Context, project: Project, py: Path, index: int) -> Run:
