@@ -523,3 +523,40 @@ def test_a_warning_of_the_shared_set_up_is_in_the_summary(
         plain.assert_outcomes(passed=2, warnings=1)
         result.assert_outcomes(passed=2, warnings=1)
         result.stdout.fnmatch_lines(["*UserWarning: from the shared set-up"])
+
+
+def test_a_buffered_file_of_a_shared_fixture_is_written_as_in_a_plain_run(
+    pytester: pytest.Pytester,
+) -> None:
+    """Item 15: a shared fixture's open file, with what its set-up wrote
+    still in the buffer: children inherited that buffer (written again by
+    any that flushed) and lost their own writes (a child ends with
+    ``os._exit``).  The parent flushes it before the fork, each child at
+    its end; the file reads as after a plain run."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = journal\n")
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def journal(tmp_path_factory):
+            path = tmp_path_factory.getbasetemp().parent / "journal.txt"
+            holder = type("Holder", (), {})()
+            holder.out = open(path, "w")
+            holder.out.write("set-up\\n")
+            yield holder
+            holder.out.write("teardown\\n")
+            holder.out.close()
+        """
+    )
+    for name in ("one", "two"):
+        pytester.makepyfile(
+            **{f"test_{name}": f"def test_{name}(journal):\n    journal.out.write('{name}\\n')\n"}
+        )
+    expected = "set-up\none\ntwo\nteardown\n"
+    args = ("-p", "no:randomly", f"--basetemp={pytester.path / 'base'}")
+    assert pytester.runpytest_subprocess("-p", "no:isolation", *args, timeout=TIMEOUT).ret == 0
+    assert (pytester.path / "journal.txt").read_text() == expected
+    (pytester.path / "journal.txt").unlink()
+    run_file_mode(pytester, "fork", *args).assert_outcomes(passed=2)
+    assert (pytester.path / "journal.txt").read_text() == expected

@@ -4,6 +4,8 @@ the ini key ``isolation_shared_fixtures`` or defined with
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from typing import Any
 from typing import TypeVar
@@ -22,6 +24,28 @@ SHARED_VALUES = pytest.StashKey[dict[str, object]]()
 SHARED_DEFINITIONS = pytest.StashKey[list[object]]()
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def flush_files(values: dict[str, object]) -> None:
+    """Flush the open files the shared fixtures hold (a value, an item of a
+    container value or an attribute of one, up to 100 each).  Before the
+    children are forked, so that none inherits what the set-up wrote and
+    writes it again; in each child before it ends (with ``os._exit``, which
+    flushes nothing), so that what its tests wrote is not lost."""
+    for value in values.values():
+        parts: list[object] = [value]
+        if isinstance(value, (list, tuple, set, frozenset)):
+            parts.extend(list(value)[:100])
+        elif isinstance(value, dict):
+            parts.extend(list(value.values())[:100])
+        elif not isinstance(value, io.IOBase) and isinstance(
+            getattr(value, "__dict__", None), dict
+        ):
+            parts.extend(list(vars(value).values())[:100])
+        for part in parts:
+            if isinstance(part, io.IOBase) and not part.closed:
+                with contextlib.suppress(OSError, ValueError):  # unwritable, or detached
+                    part.flush()
 
 
 @overload

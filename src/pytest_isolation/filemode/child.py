@@ -39,6 +39,7 @@ from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.shared import SHARED_VALUES
+from pytest_isolation.core.shared import flush_files
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import childcov
@@ -468,6 +469,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         raised = childend.end_session(session, status)
         if raised != status:  # a plugin failed the run at its end
             plugin.sender.send(STATUS, status=raised)
+    flush_files(session.config.stash.get(SHARED_VALUES, {}))  # os._exit flushes nothing
     sys.stdout.flush()
     sys.stderr.flush()
     kept = session.config.stash.get(KEPT_DIRS, [])

@@ -39,6 +39,7 @@ else:  # pytest's own dependency before 3.11
     from exceptiongroup import BaseExceptionGroup as _Group
 from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
+from pytest_isolation.core.shared import flush_files
 from pytest_isolation.filemode.child import global_capture
 
 #: How a fixture's set-up can fail; pytest keeps the failure as its value.
@@ -162,6 +163,7 @@ def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: l
         shared.tear_down()
         raise
     values = shared.values
+    flush_files(values)  # before the fork: no child writes the set-up's writes again
     session.config.stash[SHARED_VALUES] = values
     session.config.stash[SHARED_DEFINITIONS] = _definitions(shared.finalizers)
     return shared
