@@ -560,3 +560,30 @@ def test_a_buffered_file_of_a_shared_fixture_is_written_as_in_a_plain_run(
     (pytester.path / "journal.txt").unlink()
     run_file_mode(pytester, "fork", *args).assert_outcomes(passed=2)
     assert (pytester.path / "journal.txt").read_text() == expected
+
+
+def test_a_shared_fixture_s_suite_property_is_in_junit_xml(pytester: pytest.Pytester) -> None:
+    """Item 16: a shared fixture that records a test suite property (in the
+    parent, where junit XML is written): the XML has it, as a plain run's."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = tagged\n")
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def tagged(record_testsuite_property):
+            record_testsuite_property("ARCH", "x86")
+            return "x86"
+        """
+    )
+    uses = "def test_tagged(tagged):\n    assert tagged == 'x86'\n"
+    pytester.makepyfile(test_one=uses, test_two=uses)
+    quiet = ("-W", "ignore::pytest.PytestExperimentalApiWarning")
+    plain = pytester.runpytest_subprocess(
+        "-p", "no:isolation", *quiet, "--junitxml=plain.xml", timeout=TIMEOUT
+    )
+    assert plain.ret == 0
+    run_file_mode(pytester, "fork", *quiet, "--junitxml=file.xml").assert_outcomes(passed=2)
+    wanted = '<property name="ARCH" value="x86" />'
+    assert (pytester.path / "plain.xml").read_text().count(wanted) == 1
+    assert (pytester.path / "file.xml").read_text().count(wanted) == 1
