@@ -488,14 +488,7 @@ class FileModeController:
         self._reap(wait=False)
         if self.basetemp is None:
             self.basetemp = shared_basetemp(self.config)
-        threads = threading.active_count() > self.baseline_threads
-        if self.method == "fork" and self.settings.start == "auto" and threads:
-            self.method, self.reason = "forkserver", f"auto: {THREADS_RUNNING}"
-            _write_line(
-                self.config,
-                "isolation: threads are running, forking children from a fresh interpreter",
-            )
-            self._discard_warm()
+        self._leave_fork_if_threads()
         paths = [Path(path) for path, _ in spec.files]
         if self.method in ("spawn", "forkserver"):
             spec, launch = self._launch(spec)
@@ -533,6 +526,17 @@ class FileModeController:
             with contextlib.suppress(OriginEnded):  # the next file's start says so
                 self.warm = self._fork_ahead(more)
         return child
+
+    def _leave_fork_if_threads(self) -> None:
+        """``auto``: fork no more once a thread runs beside the run's own."""
+        threads = threading.active_count() > self.baseline_threads
+        if self.method == "fork" and self.settings.start == "auto" and threads:
+            self.method, self.reason = "forkserver", f"auto: {THREADS_RUNNING}"
+            _write_line(
+                self.config,
+                "isolation: threads are running, forking children from a fresh interpreter",
+            )
+            self._discard_warm()
 
     def _launch(self, spec: wire.ChildSpec) -> tuple[wire.ChildSpec, Launch]:
         """How a child that runs pytest itself (spawn, forkserver) is started:
@@ -705,6 +709,8 @@ class FileModeController:
         # every test after it, as a session fixture's change does in a plain run.
         self.environ = dict(os.environ)
         self.loop_room = headroom()
+        if running:
+            self._leave_fork_if_threads()  # a thread a plugin started after configure
         if running and self.method == "fork":
             self.basetemp = shared_basetemp(self.config)  # every child's, made once
             plugin = self._fork_origin(session)
