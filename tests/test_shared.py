@@ -65,7 +65,7 @@ def test_a_shared_fixture_is_set_up_once_and_inherited(pytester: pytest.Pytester
         [
             "isolation: shared fixtures set up once for every child, in *: data",
             "isolation: shared fixtures are set up before any test module is imported (what one "
-            "registers at import is not in them), even if no selected test uses them",
+            "registers at import is not in them), even if no test uses them",
         ]
     )
     events = _events(pytester)
@@ -587,3 +587,50 @@ def test_a_shared_fixture_s_suite_property_is_in_junit_xml(pytester: pytest.Pyte
     wanted = '<property name="ARCH" value="x86" />'
     assert (pytester.path / "plain.xml").read_text().count(wanted) == 1
     assert (pytester.path / "file.xml").read_text().count(wanted) == 1
+
+
+SERVICE_WITH_A_BAD_TEARDOWN = """
+    import pytest
+
+    @pytest.fixture(scope="session")
+    def service():
+        yield "up"
+        raise RuntimeError("teardown failed")
+"""
+
+
+@pytest.mark.parametrize("select", [("-k", "two"), ("test_two.py",), ("test_two.py::test_two",)])
+def test_a_shared_fixture_no_selected_test_uses_is_not_set_up(
+    pytester: pytest.Pytester, select: tuple[str, ...]
+) -> None:
+    """Item 14: with ``-k other``, a path or a node id that leaves out every
+    test using it, the shared fixture was still set up and torn down, and its
+    teardown error failed a run that plain pytest passes.  A throwaway child
+    collects the selection first; an unused fixture is not set up."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = service\n")
+    pytester.makeconftest(SERVICE_WITH_A_BAD_TEARDOWN)
+    pytester.makepyfile(
+        test_one="def test_one(service):\n    pass\n", test_two="def test_two():\n    pass\n"
+    )
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", *select, timeout=TIMEOUT)
+    plain.assert_outcomes(passed=1)
+    result = run_file_mode(pytester, "fork", *select)
+    result.assert_outcomes(passed=1)
+    assert result.ret == plain.ret == 0
+    result.stdout.fnmatch_lines(["isolation: no selected test uses the shared fixtures service"])
+    assert "shared fixtures set up once" not in result.stdout.str()
+
+
+def test_a_shared_fixture_a_selected_test_uses_is_set_up(pytester: pytest.Pytester) -> None:
+    """The other side: ``-k one`` selects a test that uses it, so it is set up
+    once, and its teardown error is the run's, as in a plain run."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = service\n")
+    pytester.makeconftest(SERVICE_WITH_A_BAD_TEARDOWN)
+    uses = "def test_one(service):\n    assert service == 'up'\n"
+    pytester.makepyfile(test_one=uses, test_three=uses.replace("one", "three"))
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", "-k", "one", timeout=TIMEOUT)
+    plain.assert_outcomes(passed=1, errors=1)
+    result = run_file_mode(pytester, "fork", "-k", "one")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["isolation: shared fixtures set up once for every child, in *"])
+    assert "no selected test uses" not in result.stdout.str()

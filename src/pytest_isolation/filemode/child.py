@@ -64,6 +64,7 @@ from pytest_isolation.filemode.wire import NOTFOUND
 from pytest_isolation.filemode.wire import PROTOCOL_VERSION
 from pytest_isolation.filemode.wire import REPORT
 from pytest_isolation.filemode.wire import STATUS
+from pytest_isolation.filemode.wire import USES
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
@@ -131,6 +132,10 @@ class ChildPlugin:
             self._send(COLLECTED, nodeids=[str(item.nodeid) for item in session.items])
         else:
             self.runs = held.split(session.items)
+        if self.spec.uses:
+            asked = set(self.spec.uses)
+            used = {name for item in session.items for name in _fixtures_of(item) if name in asked}
+            self.sender.send(USES, names=sorted(used))
         return True
 
     def _parents(
@@ -341,6 +346,13 @@ class ChildPlugin:
             self.interruption = Interruption(error.msg, error.returncode)
         else:
             raise error
+
+
+def _fixtures_of(item: pytest.Item) -> list[str]:
+    """The fixtures an item uses (a test function's closure: autouse ones,
+    and those the ones it asks for ask for)."""
+    names: list[str] = getattr(item, "fixturenames", [])
+    return names
 
 
 def _written_to_stderr() -> int:

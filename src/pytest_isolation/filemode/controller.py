@@ -29,6 +29,7 @@ from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
+from pytest_isolation.core.shared import names as shared_names
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import conftests
@@ -704,7 +705,7 @@ class FileModeController:
             progress.estimate(session, files)
         running = bool(files) and not self.config.option.collectonly
         if running:
-            self._share_fixtures(files)
+            self._share_fixtures(files, self._shared_in_use(files))
         # After the shared set-up: what it put into the environment stays for
         # every test after it, as a session fixture's change does in a plain run.
         self.environ = dict(os.environ)
@@ -747,10 +748,63 @@ class FileModeController:
             traceback.print_exc()
             os._exit(3)
 
-    def _share_fixtures(self, files: list[pytest.Collector]) -> None:
-        """Set up the shared fixtures here, before the fork server (fork only)."""
+    def _shared_in_use(self, files: list[pytest.Collector]) -> set[str] | None:
+        """Which shared fixtures the selected tests use, when the run selects
+        (``-k``, ``-m``, paths, node ids, ``--lf``...): a throwaway child
+        collects the files, as a plain run would before any set-up.  None
+        without a selection, or when that child could not tell (said)."""
+        wanted = shared_names(self.config)
+        if not wanted or self.method != "fork" or not self._selects():
+            return None
+        first, rest = files[0], files[1:]
+        assert isinstance(first, pytest.File)
+        spec = wire.ChildSpec(
+            path=str(first.path),
+            selectors=self._selectors(first.path),
+            more=tuple((str(file.path), self._selectors(file.path)) for file in rest),
+            collect_only=True,
+            uses=tuple(wanted),
+            named=tuple(str(f.path) for f in files if f.session.isinitpath(f.path)),
+        )
+        child = self._fork_now(first).activate(spec, -1)
+        timeout = self.settings.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        used: set[str] | None = None
+        try:
+            for kind, payload in wire.Receiver(child.stream).messages(deadline):
+                if kind == wire.USES:
+                    used = set(payload["names"])
+                if kind in (wire.USES, wire.FINISHED, wire.INTERRUPTED):
+                    break
+        except wire.TimedOut:
+            pass
+        finally:
+            _end(child)
+        if used is None:
+            _write_line(
+                self.config,
+                "isolation: the collection that finds which shared fixtures the selected "
+                "tests use did not finish: every shared fixture is set up",
+            )
+        return used
+
+    def _selects(self) -> bool:
+        """Whether the run selects tests (so some shared fixture may go unused)."""
+        config = self.config
+        option = config.option
+        if option.keyword or option.markexpr or option.deselect:
+            return True
+        if getattr(option, "lf", False):  # -p no:cacheprovider has no --lf
+            return True
+        if config.getoption("ignore") or config.getoption("ignore_glob"):
+            return True
+        return config.args_source == pytest.Config.ArgsSource.ARGS
+
+    def _share_fixtures(self, files: list[pytest.Collector], used: set[str] | None) -> None:
+        """Set up the shared fixtures here, before the fork server (fork only);
+        only ``used`` ones, when known."""
         session = self.config.stash[_SESSION]
-        lines, self.shared_fixtures = shared.share(session, files, self.method)
+        lines, self.shared_fixtures = shared.share(session, files, self.method, used)
         for line in lines:
             _write_line(self.config, line)
 

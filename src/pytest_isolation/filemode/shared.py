@@ -47,8 +47,10 @@ _SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)
 #: Printed whenever shared fixtures are set up: how they differ from a plain run's.
 SHARED_CAVEAT = (
     "isolation: shared fixtures are set up before any test module is imported (what one "
-    "registers at import is not in them), even if no selected test uses them"
+    "registers at import is not in them)"
 )
+#: Added to it when the run selects nothing: which fixtures are used was not looked up.
+EVEN_UNUSED = "even if no test uses them"
 #: Name of the stand-in test that requests the shared fixtures.
 STAND_IN = "<shared fixtures>"
 
@@ -81,10 +83,14 @@ class Shared:
 
 
 def share(
-    session: pytest.Session, files: Sequence[pytest.Collector], method: str
+    session: pytest.Session,
+    files: Sequence[pytest.Collector],
+    method: str,
+    used: set[str] | None = None,
 ) -> tuple[list[str], Shared | None]:
     """The shared fixtures of the run set up in this process (``fork``), and
-    the header's lines; a refusal ends the run (exit code 4)."""
+    the header's lines; a refusal ends the run (exit code 4).  ``used``: the
+    ones the selected tests use, when known: only those are set up."""
     wanted = names.names(session.config)
     if not wanted:
         return [], None
@@ -94,8 +100,9 @@ def share(
             f"children of the start method {method} do not inherit them"
         ], None
     started = time.monotonic()
+    unused = [] if used is None else [name for name in wanted if name not in used]
     try:
-        shared = set_up(session, files, wanted)
+        shared = set_up(session, files, wanted, used)
         try:
             refuse_test_models(session.config, [file.path for file in files], wanted)
         except Refused:
@@ -111,13 +118,19 @@ def share(
     except pytest.UsageError as error:
         pytest.exit(f"isolation: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
     seconds = time.monotonic() - started
+    lines = []
+    if unused:
+        lines.append(f"isolation: no selected test uses the shared fixtures {', '.join(unused)}")
+    if not shared.values:
+        return lines, None
     line = (
         f"isolation: shared fixtures set up once for every child, in {seconds:.2f} s: "
         f"{', '.join(shared.values)}"
     )
     if shared.before:
         line += f" (after {', '.join(shared.before)}, which pytest sets up first)"
-    return [line, SHARED_CAVEAT], shared
+    caveat = SHARED_CAVEAT if used is not None else f"{SHARED_CAVEAT}, {EVEN_UNUSED}"
+    return [*lines, line, caveat], shared
 
 
 def tear_down(shared: Shared, item: pytest.Item, last_test: str) -> None:
@@ -139,7 +152,12 @@ class Refused(Exception):
     """A shared fixture's set-up left something a forked child cannot inherit."""
 
 
-def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: list[str]) -> Shared:
+def set_up(
+    session: pytest.Session,
+    files: Sequence[pytest.Collector],
+    wanted: list[str],
+    used: set[str] | None = None,
+) -> Shared:
     """Set up ``wanted`` as ``files``' tests would see them, before any child.
 
     Raises :class:`Refused` (after tearing down what was set up) when the set-up
@@ -151,7 +169,7 @@ def set_up(session: pytest.Session, files: Sequence[pytest.Collector], wanted: l
     shared = Shared({}, [])
     try:
         with captured(session.config):
-            seen = _set_up_each(_setup_state(session), files, wanted, shared)
+            seen = _set_up_each(_setup_state(session), files, wanted, shared, used)
         missing = [name for name in wanted if name not in seen]
         if missing:
             raise pytest.UsageError(
@@ -190,30 +208,41 @@ def captured(config: pytest.Config) -> Iterator[None]:
 
 
 def _set_up_each(
-    state: Any, files: Sequence[pytest.Collector], wanted: list[str], shared: Shared
+    state: Any,
+    files: Sequence[pytest.Collector],
+    wanted: list[str],
+    shared: Shared,
+    used: set[str] | None,
 ) -> set[str]:
-    """Set up ``wanted`` through a stand-in under each directory's first file,
-    into ``shared``; return the names some directory sees."""
+    """Set up ``wanted`` (the ``used`` ones, when known) through a stand-in
+    under each directory's first file, into ``shared``; return the names
+    some directory sees."""
     seen: set[str] = set()
     for file in _one_per_directory(files):
         stand_in = _stand_in(file, wanted)
         pushed = _push(state, stand_in)
         try:
             with _as_the_tests_would(stand_in), _warnings_of(stand_in):
-                _set_up_names(stand_in, wanted, shared, seen)
+                _set_up_names(stand_in, wanted, shared, seen, used)
         finally:
             shared.finalizers += _pop(state, pushed)
     return seen
 
 
 def _set_up_names(
-    stand_in: pytest.Function, wanted: list[str], shared: Shared, seen: set[str]
+    stand_in: pytest.Function,
+    wanted: list[str],
+    shared: Shared,
+    seen: set[str],
+    used: set[str] | None,
 ) -> None:
-    """Set up ``wanted`` in pytest's order for the stand-in (``fixturenames``:
-    autouse fixtures first, higher scopes first), with the session fixtures
-    that come before them in it, as every test's set-up would."""
+    """Set up ``wanted`` (the ``used`` ones, when known) in pytest's order
+    for the stand-in (``fixturenames``: autouse fixtures first, higher scopes
+    first), with the session fixtures that come before them in it, as every
+    test's set-up would."""
     visible = [name for name in wanted if _definition(stand_in, name) is not None]
     seen.update(visible)
+    visible = [name for name in visible if used is None or name in used]
     order = list(stand_in.fixturenames)
     last = max((order.index(name) for name in visible if name in order), default=-1)
     needed = _needed_by(stand_in, visible)

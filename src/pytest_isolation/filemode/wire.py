@@ -26,7 +26,7 @@ _write = os.write
 _read = os.read
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 _HEADER = struct.Struct(">I")
 
@@ -39,6 +39,8 @@ COLLECTREPORT = "collectreport"
 DESELECTED = "deselected"
 NOTFOUND = "notfound"
 COLLECTED = "collected"
+#: Which of the shared fixtures the spec asked about the selected tests use.
+USES = "uses"
 LOGSTART = "logstart"
 REPORT = "report"
 WARNING = "warning"
@@ -80,6 +82,8 @@ class ChildSpec:
     #: The placement each file's own ``isolation`` marker gave the parent, spelled
     #: (``group=db``), for the files that have one: the child checks it once imported.
     marked: tuple[tuple[str, str], ...] = ()
+    #: Shared fixtures: say which of them the selected tests use (:data:`USES`).
+    uses: tuple[str, ...] = ()
     #: The files of this child that the run's own arguments name (pytest
     #: collects a named file as a test module whatever ``python_files`` says).
     named: tuple[str, ...] = ()
