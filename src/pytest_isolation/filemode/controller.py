@@ -696,8 +696,10 @@ class FileModeController:
         self.config.stash[_SESSION] = session
         self.ending = lifetime.interrupt_on_ending()  # until the session finishes
 
-    @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: the loop's other wrappers have set up
-    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+    @pytest.hookimpl(tryfirst=True)  # after the loop's wrappers have set up, before pytest's loop
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        # Called as pytest's own loop is: a child that returns into this
+        # frame (see _fork_origin) runs its tests exactly as deep in the stack.
         childcov.quiet_parent()
         found = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
         files = [file for file in found if file is not None]
@@ -731,7 +733,6 @@ class FileModeController:
                     traceback.print_exc()
                 os._exit(3)
             self._start_preloading([file.path for file in files])
-        return (yield)
 
     def _fork_origin(self, session: pytest.Session) -> ChildPlugin | None:
         """Fork the origin of the run's fork servers, here, in the frame of
