@@ -21,6 +21,8 @@ def test_spec_round_trips_through_the_environment() -> None:
         collect_only=True,
         fd=7,
         path0="/venv/bin",
+        uses=("db", "dataset"),
+        loop_room=950,
     )
     assert ChildSpec.from_env(spec.to_env()) == spec
 

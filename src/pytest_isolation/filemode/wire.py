@@ -116,6 +116,7 @@ class ChildSpec:
         data["more"] = tuple((path, _selectors(found)) for path, found in data["more"])
         data["marked"] = tuple((path, spelled) for path, spelled in data["marked"])
         data["named"] = tuple(data.get("named", ()))
+        data["uses"] = tuple(data.get("uses", ()))
         return cls(**data)
 
     @property
