@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -156,7 +157,9 @@ def test_plain_mode_report_with_shard(suite: pytest.Pytester) -> None:
         "total": 2,
         "strategy": "round-robin",
         "source": "--isolation-shard",
+        "split": document["shard"]["split"],
     }
+    assert re.fullmatch(r"[0-9a-f]{16}", document["shard"]["split"])
     files = _files(document)
     assert files  # this shard's files only, each run once in this process
     assert len(files) < len(SUITE)
@@ -392,6 +395,12 @@ def test_merge_refuses_missing_and_mixed_shards(
     assert "shard 1/2 is also" in twice.stderr
     whole = _merge(str(paths["1/2"]), str(paths["2/2"]))
     assert whole.returncode == 0, whole.stderr
+    other = json.loads(paths["2/2"].read_text())
+    other["shard"]["split"] = "0" * 16  # its job split the suite otherwise
+    paths["2/2"].write_text(json.dumps(other))
+    split_otherwise = _merge(str(paths["1/2"]), str(paths["2/2"]))
+    assert split_otherwise.returncode == 2
+    assert "error: the shards were split differently" in split_otherwise.stderr
 
 
 def test_merge_to_a_directory_is_refused(

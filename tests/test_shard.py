@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from conftest import FILE_MODE
 from conftest import TIMEOUT
 from conftest import run_file_mode
 from pytest_isolation.ci.split import Shard
@@ -55,8 +56,9 @@ def test_swaps_fix_what_longest_first_cannot() -> None:
     assert sorted(loads) == [6.0, 6.0]
 
 
-def test_auto_uses_durations_only_when_known() -> None:
-    assert assign(FILES, 3, "auto", {})[1] == "round-robin"
+def test_auto_uses_durations_only_from_a_durations_file() -> None:
+    assert assign(FILES, 3, "auto", None)[1] == "round-robin"
+    assert assign(FILES, 3, "auto", {})[1] == "duration"
     assert assign(FILES, 3, "auto", {FILES[0]: 1.0})[1] == "duration"
 
 
@@ -141,13 +143,83 @@ def test_shards_of_a_run_cover_every_file_once(pytester: pytest.Pytester, mode: 
     assert sorted(seen) == sorted(f"test_f{i}.py" for i in range(7))
 
 
-def test_ci_variables_choose_the_shard_and_the_header_says_so(
+def test_ci_variables_alone_shard_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, item 1: with CI_NODE_INDEX/CI_NODE_TOTAL set (a project that
+    splits its jobs its own way), installing the plugin ran one shard."""
+    _suite(pytester)
+    monkeypatch.setenv("CI_NODE_INDEX", "1")
+    monkeypatch.setenv("CI_NODE_TOTAL", "3")
+    for args in [("-p", "isolation"), (*FILE_MODE, "--isolation-start=fork")]:
+        result = pytester.runpytest_subprocess(*args, "-q", timeout=TIMEOUT)
+        result.assert_outcomes(passed=14)
+        assert "shard" not in result.stdout.str()
+
+
+def test_auto_outside_ci_runs_every_file_and_says_so(pytester: pytest.Pytester) -> None:
+    _suite(pytester, 3)
+    result = pytester.runpytest_subprocess(
+        "-p", "isolation", "-q", "--isolation-shard=auto", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(
+        ["isolation: --isolation-shard=auto: no CI parallel-job variables set, every test*"]
+    )
+
+
+def test_the_ini_key_asks_for_a_shard(pytester: pytest.Pytester) -> None:
+    _suite(pytester)
+    pytester.makeini("[pytest]\nisolation_shard = 2/2\n")
+    result = pytester.runpytest_subprocess("-p", "isolation", "-q", timeout=TIMEOUT)
+    result.assert_outcomes(passed=6, deselected=8)
+    result.stdout.fnmatch_lines(
+        ["isolation: shard 2/2 (round-robin, from isolation_shard (ini)): 3 of 7 test files"]
+    )
+
+
+def test_shards_are_a_partition_whatever_each_job_has_cached(pytester: pytest.Pytester) -> None:
+    """Issue 31, item 2: the first job had no durations and dealt the files
+    out in turn; the next ones found the first's durations in pytest's cache
+    and balanced them: files ran twice or never.  The cache no longer
+    chooses the split (only a durations file every job reads does)."""
+    for index in range(7):
+        body = f"import time\ndef test_a():\n    time.sleep({0.01 * (7 - index):.2f})\n"
+        pytester.makepyfile(**{f"test_f{index}": body})
+    seen: list[str] = []
+    for index in (1, 2, 3):
+        result = pytester.runpytest_subprocess(
+            "-p", "isolation", "-v", f"--isolation-shard={index}/3", timeout=TIMEOUT
+        )
+        assert result.ret == 0
+        seen += sorted(_ran_files(result))
+    assert sorted(seen) == sorted(f"test_f{i}.py" for i in range(7))
+
+
+def test_duration_without_a_durations_file_is_refused(pytester: pytest.Pytester) -> None:
+    _suite(pytester, 2)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "isolation",
+        "--isolation-shard=1/2",
+        "--isolation-shard-strategy=duration",
+        timeout=TIMEOUT,
+    )
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(
+        ["*--isolation-shard-strategy=duration needs --isolation-durations FILE*"]
+    )
+
+
+def test_ci_variables_choose_the_shard_under_auto_and_the_header_says_so(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _suite(pytester)
     monkeypatch.setenv("CIRCLE_NODE_INDEX", "1")
     monkeypatch.setenv("CIRCLE_NODE_TOTAL", "2")
-    result = run_file_mode(pytester, "fork", "-p", "no:cacheprovider")
+    result = run_file_mode(
+        pytester, "fork", "-p", "no:cacheprovider", "-q", "--isolation-shard=auto"
+    )
     result.stdout.fnmatch_lines(
         ["isolation: shard 2/2 (round-robin, from CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL): 3 of 7*"]
     )

@@ -143,25 +143,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="isolation_shard",
         default=None,
         metavar="K/N",
-        help="Run only shard K of N (1-based) of the test files; without it, CI_NODE_INDEX/"
-        "CI_NODE_TOTAL, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or BUILDKITE_PARALLEL_JOB/"
-        "BUILDKITE_PARALLEL_JOB_COUNT are used when set.",
+        help="Run only shard K of N (1-based) of the test files; 'auto': the shard "
+        "CI_NODE_INDEX/CI_NODE_TOTAL, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
+        "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT name (every file when none is "
+        "set). Without it (or ini isolation_shard), no sharding.",
     )
+    parser.addini("isolation_shard", "Default of --isolation-shard (K/N or auto).", default="")
     group.addoption(
         "--isolation-shard-strategy",
         dest="isolation_shard_strategy",
         default=None,
         metavar="auto|round-robin|duration",
-        help="How files are split: duration (balance recorded durations), round-robin, or "
-        "auto (duration when durations are known). Default: auto.",
+        help="How files are split: duration (balance the durations of --isolation-durations), "
+        "round-robin, or auto (duration with --isolation-durations, else round-robin). "
+        "Default: auto.",
     )
     group.addoption(
         "--isolation-durations",
         dest="isolation_durations",
         default=None,
         metavar="PATH",
-        help="A JSON file of each test file's duration for --isolation-shard (else the "
-        "durations of earlier runs in pytest's cache).",
+        help="A JSON file of each test file's duration (committed: every job reads the same) "
+        "for --isolation-shard to balance.",
     )
     group.addoption(
         "--isolation-store-durations",

@@ -83,6 +83,15 @@ def check_shards(documents: Sequence[tuple[Path, dict[str, Any]]], partial: bool
         listed = ", ".join(f"{path} ({shard['index']}/{shard['total']})" for path, shard in split)
         raise MergeError(f"the reports are shards of different splits: {listed}")
     total = totals.pop()
+    digests = {shard.get("split", "") for _, shard in split}
+    if len(digests) > 1:
+        listed = ", ".join(
+            f"{path} ({shard['index']}/{total}: {shard['strategy']})" for path, shard in split
+        )
+        raise MergeError(
+            f"the shards were split differently, so they are no partition of the suite "
+            f"(their jobs read other durations, or collected other files): {listed}"
+        )
     seen: dict[int, Path] = {}
     for path, shard in split:
         if shard["index"] in seen:

@@ -277,6 +277,7 @@ class RunReport:
             "total": sharding.shard.total,
             "strategy": sharding.used_strategy,
             "source": sharding.shard.source,
+            "split": sharding.split,
         }
 
     def _quarantine(self) -> dict[str, Any]:

@@ -23,12 +23,14 @@ class Sharding:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        option = config.getoption("isolation_shard")
-        self.shard = (
-            split.parse(option, "--isolation-shard")
-            if option
-            else split.from_environment(os.environ)
-        )
+        text, source = options.raw(config, "isolation_shard")
+        #: Why no shard was chosen although one was asked for (``auto`` outside CI).
+        self.whole = ""
+        self.shard = split.requested(text, source, os.environ) if text else None
+        if text.strip() == "auto" and self.shard is None:
+            self.whole = (
+                f"isolation: {source}=auto: no CI parallel-job variables set, every test file runs"
+            )
         self.strategy = (
             options.choice(config, "isolation_shard_strategy", split.STRATEGIES, ini=False)
             if config.getoption("isolation_shard_strategy")
@@ -36,6 +38,12 @@ class Sharding:
         )
         path = config.getoption("isolation_durations")
         self.durations_file = Path(path) if path else None
+        if self.shard is not None and self.strategy == "duration" and path is None:
+            raise pytest.UsageError(
+                "--isolation-shard-strategy=duration needs --isolation-durations FILE, one "
+                "file every job reads (committed): the durations in each job's pytest cache "
+                "differ, so the shards would overlap and leave files out"
+            )
         self.store = bool(config.getoption("isolation_store_durations"))
         store_path = self.durations_file or config.rootpath / DEFAULT_DURATIONS
         self.store_target = (
@@ -55,6 +63,8 @@ class Sharding:
         self.measured: dict[str, float] = defaultdict(float)
         self.used_strategy = ""
         self.counts = (0, 0)
+        #: The digest of the whole split (:func:`.split.digest`), for the run report.
+        self.split = ""
 
     @pytest.hookimpl(trylast=True)  # after -k/-m/--deselect have chosen the tests
     def pytest_collection_modifyitems(
@@ -63,9 +73,11 @@ class Sharding:
         if self.shard is None:
             return
         files = {file_of(item.nodeid) for item in items}
+        shared = self.known if self.durations_file is not None else None  # the file only
         assignment, self.used_strategy = split.assign(
-            files, self.shard.total, self.strategy, self.known
+            files, self.shard.total, self.strategy, shared
         )
+        self.split = split.digest(assignment, self.shard.total)
         mine = self.shard.index - 1
         kept = [item for item in items if assignment[file_of(item.nodeid)] == mine]
         dropped = [item for item in items if assignment[file_of(item.nodeid)] != mine]
@@ -76,7 +88,7 @@ class Sharding:
 
     def pytest_report_collectionfinish(self) -> str | None:
         if self.shard is None:
-            return None
+            return self.whole or None
         index, total = self.shard.index, self.shard.total
         mine, files = self.counts
         return (

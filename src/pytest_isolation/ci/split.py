@@ -1,17 +1,21 @@
 """Sharding: split a suite's test files over N CI jobs, every file in exactly one.
 
-Assignment depends only on the files' rootdir-relative paths and, for the
-``duration`` strategy, their recorded durations, so every job computes the
-same split.  Durations come from earlier runs (pytest's cache) or a committed
-JSON file; ``duration`` balances them (longest first onto the least loaded
+Sharding happens only when asked (``--isolation-shard=K/N``, or ``auto`` to
+read a CI system's parallel-job variables).  Assignment depends only on
+what every job shares: the files' rootdir-relative paths and, for the
+``duration`` strategy, a committed durations file (never pytest's cache,
+which each job has or lacks on its own disk), so every job computes the same
+split.  ``duration`` balances them (longest first onto the least loaded
 shard, then swaps between the fullest and the emptiest shard while that
-shortens the longest).
+shortens the longest).  Each shard's run report carries a digest of the
+split, so that merging the reports proves they were one partition.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
 import json
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -57,6 +61,14 @@ def parse(text: str, source: str) -> Shard:
             f"{source}: invalid shard {text!r}; K must be between 1 and N, and N at least 1"
         )
     return Shard(index, total, source)
+
+
+def requested(text: str, source: str, environ: Mapping[str, str]) -> Shard | None:
+    """The shard ``text`` asks for: ``K/N``, or ``auto`` for the CI variables
+    (None when none are set: the whole suite runs)."""
+    if text.strip() == "auto":
+        return from_environment(environ)
+    return parse(text, source)
 
 
 def from_environment(environ: Mapping[str, str]) -> Shard | None:
@@ -150,18 +162,26 @@ def _candidates(
 
 
 def assign(
-    files: Iterable[str], total: int, strategy: str, durations: Mapping[str, float]
+    files: Iterable[str], total: int, strategy: str, durations: Mapping[str, float] | None
 ) -> tuple[dict[str, int], str]:
-    """Each file's 0-based shard, and the strategy used (``auto`` resolved)."""
+    """Each file's 0-based shard, and the strategy used (``auto``: ``duration``
+    with a durations file, ``round-robin`` without)."""
     names = sorted(set(files))
-    known = {name: durations[name] for name in names if name in durations}
+    given = durations or {}
+    known = {name: given[name] for name in names if name in given}
     if strategy == "auto":
-        strategy = "duration" if known else "round-robin"
+        strategy = "duration" if durations is not None else "round-robin"
     if strategy == "round-robin":
         return round_robin(names, total), strategy
     mean = sum(known.values()) / len(known) if known else 1.0
     filled = {name: max(0.0, known.get(name, mean * UNKNOWN)) for name in names}
     return by_duration(filled, total), strategy
+
+
+def digest(assignment: Mapping[str, int], total: int) -> str:
+    """A short digest of a whole split: equal in every shard of the same one."""
+    text = json.dumps([total, sorted(assignment.items())], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_durations(path: Path) -> dict[str, float]:
