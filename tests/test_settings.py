@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from conftest import TIMEOUT
 from pytest_isolation.core.settings import resolve_start
 
 
@@ -33,3 +34,53 @@ def test_auto_forks_without_threads_and_forks_from_a_fresh_interpreter_with_them
         thread.join(timeout=10)
     assert method == "forkserver"
     assert "threads" in reason
+
+
+EMPTY_KEYS = [
+    "isolation_start",
+    "isolation_preload",
+    "isolation_lint",
+    "isolation_leaks",
+    "isolation_keep_tmp",
+    "isolation_retry_scope",
+    "isolation_mode",
+    "isolation_shard",
+]
+
+
+@pytest.mark.parametrize("key", EMPTY_KEYS)
+def test_an_empty_ini_value_means_the_default(pytester: pytest.Pytester, key: str) -> None:
+    """Issue 31, item 8: ``isolation_start =`` was a usage error, while the
+    reference says an empty ini value means the default."""
+    pytester.makeini(f"[pytest]\n{key} =\n")
+    pytester.makepyfile(test_a="def test_a(isolated_tmp):\n    pass\n")
+    for mode in ("off", "file"):
+        result = pytester.runpytest_subprocess(
+            "-p", "isolation", f"--isolation-mode={mode}", timeout=TIMEOUT
+        )
+        assert result.ret == 0, result.stderr.str()
+        result.assert_outcomes(passed=1)
+
+
+def test_the_environment_variable_off_runs_plain_whatever_addopts_say(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PYTEST_ISOLATION_MODE=off`` with ``addopts = --isolation-timeout=300``
+    was exit 4 ("needs --isolation-mode=file"): the variable is documented as
+    the way to run plain; the file-mode options are ignored, with one line."""
+    pytester.makeini("[pytest]\naddopts = --isolation-timeout=300 --isolation-retries=1\n")
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    monkeypatch.setenv("PYTEST_ISOLATION_MODE", "off")
+    result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: PYTEST_ISOLATION_MODE=off: --isolation-timeout, --isolation-retries "
+            "ignored (file mode only)"
+        ]
+    )
+    explicit = pytester.runpytest_subprocess(
+        "-p", "isolation", "--isolation-mode=off", timeout=TIMEOUT
+    )
+    assert explicit.ret == 4
+    explicit.stderr.fnmatch_lines(["*--isolation-timeout * it needs --isolation-mode=file"])

@@ -16,6 +16,7 @@ from pytest_isolation.core import placement
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.settings import CHOICES
+from pytest_isolation.core.settings import MODE_ENV
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import run_mode
 from pytest_isolation.core.xdist import ControllerInput
@@ -237,9 +238,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
     settings = Settings.from_config(config)
+    ignored = []
     for dest, what in _FILE_MODE_ONLY.items():
-        if config.getoption(dest) is not None and settings.mode != "file":
+        if config.getoption(dest) is None or settings.mode == "file":
+            continue
+        if settings.mode_from != MODE_ENV:
             raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode=file")
+        ignored.append(flag_of(dest))  # the variable is how a run is made plain
+    if ignored:
+        config.pluginmanager.register(_Ignored(ignored), names.IGNORED)
     config.addinivalue_line("markers", MARKER_HELP)
     # The parts are imported when switched on: a spawned file-mode child loads this module too.
     if settings.leaks != "off" or settings.twice:
@@ -285,6 +292,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
         check_compatible(config)
         config.pluginmanager.register(FileModeController(config, settings), names.CONTROLLER)
+
+
+class _Ignored:
+    """The header's line for file-mode options a plain run ignores."""
+
+    def __init__(self, flags: list[str]) -> None:
+        self.flags = flags
+
+    def pytest_report_header(self) -> str:
+        return f"isolation: {MODE_ENV}=off: {', '.join(self.flags)} ignored (file mode only)"
 
 
 class LateOptIn:

@@ -18,6 +18,8 @@ CONTROLLER = "isolation-controller"
 CHILD = "isolation-child"
 #: A plain run's refusal of files that ask for processes of their own.
 LATE_OPT_IN = "isolation-late-opt-in"
+#: Says which file-mode options a run made plain by the environment ignores.
+IGNORED = "isolation-ignored"
 #: The CI features' plugins.
 QUARANTINE = "isolation-quarantine"
 SHARDING = "isolation-shard"

@@ -50,8 +50,11 @@ def raw(config: pytest.Config, dest: str, ini: bool = True) -> tuple[str, str]:
 
 
 def choice(config: pytest.Config, dest: str, choices: tuple[str, ...], ini: bool = True) -> str:
-    """The value of ``dest``, one of ``choices``."""
+    """The value of ``dest``, one of ``choices``; an empty ini value means
+    the default, ``choices[0]``."""
     value, source = raw(config, dest, ini)
+    if not value and source.endswith("(ini)"):
+        return choices[0]
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
         raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
