@@ -328,7 +328,7 @@ def test_a_bad_allow_list_line_is_a_usage_error(line: str) -> None:
 
 
 def test_glob_double_star_matches_any_directories_and_none() -> None:
-    pattern = glob_pattern("tests/**/test_*.py")
+    pattern = glob_pattern("tests/**/test_*.py", "test")
     assert pattern.match("tests/test_a.py")
     assert pattern.match("tests/a/b/test_a.py")
     assert not pattern.match("tests/a/other.py")

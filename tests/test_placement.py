@@ -192,3 +192,36 @@ def test_a_bad_pattern_line_names_the_line(line: str, message: str) -> None:
 
 def test_comments_and_blank_lines_are_skipped() -> None:
     assert placement.patterns(["", "# legacy files", "  "]) == []
+
+
+def test_pattern_ranges_and_sets_follow_fnmatch() -> None:
+    """Issue 31, item 6: ``test_[a-m].py`` was read as the set of ``a``,
+    ``-`` and ``m``, so files were silently misplaced."""
+    (ranged,) = placement.patterns(["tests/test_[a-m].py: off"])
+    assert ranged.matches("tests/test_c.py")
+    assert not ranged.matches("tests/test_-.py")
+    assert not ranged.matches("tests/test_x.py")
+    (literal,) = placement.patterns(["tests/test_[*].py: off"])
+    assert literal.matches("tests/test_*.py")
+    assert not literal.matches("tests/test_a.py")
+    (bracket,) = placement.patterns(["tests/test_[!]].py: off"])  # a ']' first is in the set
+    assert bracket.matches("tests/test_a.py")
+    assert not bracket.matches("tests/test_].py")
+
+
+@pytest.mark.parametrize("line", ["test_[!].py: off", "tests/[abc/test.py: file"])
+def test_an_unclosed_bracket_is_a_usage_error_naming_the_line(line: str) -> None:
+    """``test_[!].py`` raised ``re.error``: an INTERNALERROR."""
+    with pytest.raises(pytest.UsageError) as raised:
+        placement.patterns([line])
+    assert str(raised.value).startswith(f"isolation_paths (ini) line {line!r}: '[' without")
+
+
+def test_many_double_stars_match_in_linear_time() -> None:
+    """Eight or more ``**`` parts took seconds per file (a regular
+    expression's backtracking); the walk is bounded by the two lengths."""
+    (deep,) = placement.patterns(["/".join(["**"] * 12 + ["x", "**", "test_z.py"]) + ": off"])
+    # A regular expression would backtrack for hours here; the walk does not.
+    assert not deep.matches("/".join(["d"] * 60 + ["test_a.py"]))
+    assert deep.matches("a/b/x/c/test_z.py")
+    assert deep.matches("x/test_z.py")

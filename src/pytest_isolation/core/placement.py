@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core.globs import Glob
+
 #: How a file runs, as the settings spell it.
 ALONE = "file"
 GROUP = "group"
@@ -229,15 +231,14 @@ class Pattern:
     """One line of ``isolation_paths``: ``GLOB: MODE``."""
 
     text: str
-    regex: re.Pattern[str]
+    glob: Glob
     #: Leading path segments without a wildcard: the more, the more specific.
     depth: int
     placement: Placement
 
     def matches(self, relative: str) -> bool:
         """Whether the pattern matches the path or one of its directories."""
-        parts = relative.split("/")
-        return any(self.regex.match("/".join(parts[:end])) for end in range(len(parts), 0, -1))
+        return self.glob.match_or_parent(relative)
 
 
 def patterns(lines: Iterable[str], key: str = "isolation_paths") -> list[Pattern]:
@@ -259,43 +260,12 @@ def patterns(lines: Iterable[str], key: str = "isolation_paths") -> list[Pattern
         glob = glob.strip("/")
         segments = glob.split("/")
         depth = next((i for i, s in enumerate(segments) if _wild(s)), len(segments))
-        found.append(Pattern(text, _regex(segments), depth, parse(mode, source)))
+        found.append(Pattern(text, Glob(glob, source), depth, parse(mode, source)))
     return found
 
 
 def _wild(segment: str) -> bool:
     return any(char in segment for char in "*?[")
-
-
-def _regex(segments: list[str]) -> re.Pattern[str]:
-    out = []
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            out.append(".*" if last else "(?:[^/]+/)*")
-        else:
-            out.append(_segment(segment) + ("" if last else "/"))
-    return re.compile("".join(out) + r"\Z")
-
-
-def _segment(segment: str) -> str:
-    out, index = [], 0
-    while index < len(segment):
-        char = segment[index]
-        closing = segment.find("]", index + 2) if char == "[" else -1
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif closing > 0:
-            body = segment[index + 1 : closing]
-            negate = body.startswith("!")
-            out.append("[" + ("^" if negate else "") + re.escape(body.lstrip("!")) + "]")
-            index = closing
-        else:
-            out.append(re.escape(char))
-        index += 1
-    return "".join(out)
 
 
 def from_patterns(found: list[Pattern], relative: str) -> Placement | None:

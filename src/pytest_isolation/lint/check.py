@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import re
 import tokenize
 import warnings
 from collections import Counter
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import names
+from pytest_isolation.core.globs import Glob
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import IsolationLintWarning
@@ -49,10 +49,10 @@ class Allowance:
     """One line of ``isolation_lint_allow``: a code, everywhere or in the files a glob matches."""
 
     code: str
-    pattern: re.Pattern[str] | None = None
+    pattern: Glob | None = None
 
     def allows(self, code: str, path: str) -> bool:
-        return code == self.code and (self.pattern is None or bool(self.pattern.match(path)))
+        return code == self.code and (self.pattern is None or self.pattern.match(path))
 
 
 def parse_allow(lines: list[str]) -> list[Allowance]:
@@ -65,17 +65,16 @@ def parse_allow(lines: list[str]) -> list[Allowance]:
                 f"{ALLOW_INI} (ini): invalid line {line!r}; expected 'CODE' or 'CODE: GLOB' "
                 f"with CODE one of {', '.join(CODES)}"
             )
-        allowances.append(Allowance(code, glob_pattern(glob) if glob else None))
+        source = f"{ALLOW_INI} (ini) line {line!r}"
+        allowances.append(Allowance(code, glob_pattern(glob, source) if glob else None))
     return allowances
 
 
-def glob_pattern(glob: str) -> re.Pattern[str]:
-    """A relative path glob as a regex: ``**/`` any directories (none too), ``*``
-    and ``?`` within one part, a trailing ``/`` or ``**`` everything below."""
-    parts = re.split(r"(\*\*/?|\*|\?)", glob.strip().replace("\\", "/").removeprefix("./"))
-    wild = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-    body = "".join(wild.get(part, re.escape(part)) for part in parts)
-    return re.compile(body + (".*" if glob.endswith("/") else "") + r"\Z")
+def glob_pattern(glob: str, source: str) -> Glob:
+    """A relative path glob (:mod:`pytest_isolation.core.globs`); a trailing
+    ``/`` means everything below."""
+    text = glob.strip().replace("\\", "/").removeprefix("./")
+    return Glob(text + "**" if text.endswith("/") else text, source)
 
 
 def register(config: pytest.Config, settings: Settings) -> None:
