@@ -4,6 +4,7 @@ names the option or ini key and the value, and no test runs."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,35 @@ def test_an_input_that_is_not_a_regular_file_is_refused_not_read_forever(
     args = [option, "--isolation-shard=1/1"] if "durations" in option else [option]
     result = run(pytester, *args)
     assert_refused(pytester, result, message)
+
+
+DEEP_SOURCE = "X = " + " + ".join(['"a"'] * 6000) + "\n\ndef test_x():\n    pass\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--isolation-mode=file", "--isolation-preload=auto", "--isolation-start=fork"),
+        ("--isolation-lint=warn",),
+        ("--isolation-mode=file", "--isolation-lint=error"),
+    ],
+)
+def test_source_too_deep_to_parse_is_that_file_s_collection_error(
+    pytester: pytest.Pytester, args: tuple[str, ...]
+) -> None:
+    """Issue 31, item 7: a 6,000-term expression makes ``ast.parse`` raise
+    ``RecursionError``: an INTERNALERROR from preloading and the lint, where
+    plain pytest reports a collection error for that one file."""
+    pytester.makepyfile(test_deep=DEEP_SOURCE, test_ok="def test_ok():\n    assert True\n")
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT)
+    plain.stdout.fnmatch_lines(["ERROR test_deep.py - RecursionError*"])
+    result = pytester.runpytest_subprocess("-p", "isolation", *args, timeout=TIMEOUT)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["ERROR test_deep.py - RecursionError*"])
+
+
+def test_the_lint_command_skips_source_too_deep_to_parse(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_deep=DEEP_SOURCE)
+    result = pytester.run(sys.executable, "-m", "pytest_isolation.lint", ".", timeout=TIMEOUT)
+    assert "Traceback" not in result.stderr.str()
+    assert result.ret == 0

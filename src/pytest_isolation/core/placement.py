@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core import pysource
 from pytest_isolation.core.globs import Glob
 
 #: How a file runs, as the settings spell it.
@@ -114,9 +115,8 @@ def marker_in_source(path: Path) -> Placement | None:
         return None
     if b"isolation" not in data:  # most files: no parse
         return None
-    try:
-        tree = ast.parse(data, str(path))
-    except (SyntaxError, ValueError):  # the child's import reports it
+    tree = pysource.parse(data, str(path))
+    if tree is None:  # the child's import reports it
         return None
     found: list[Placement] = []
     for node in tree.body:

@@ -54,6 +54,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_isolation.core import pysource
+
 #: The ``sys`` attributes through which a file can change what an import finds.
 _IMPORT_SYSTEM = {"modules", "path", "meta_path", "path_hooks", "path_importer_cache"}
 #: Modules whose public state any import changes: ``sys`` (its import-system
@@ -80,8 +82,10 @@ def read_file(path: Path) -> FileImports:
     if path.suffix != ".py":
         return FileImports(reason="a plugin collects it: what its code imports is not known")
     try:
-        tree = ast.parse(path.read_bytes(), str(path))
-    except (OSError, SyntaxError, ValueError):
+        tree = pysource.parse(path.read_bytes(), str(path))
+    except OSError:
+        tree = None
+    if tree is None:
         return FileImports(reason="its source cannot be read or parsed here")
     found = FileImports()
     code_line = 0

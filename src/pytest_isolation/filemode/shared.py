@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import pysource
 from pytest_isolation.core import shared as names
 from pytest_isolation.core.nodeid import name_of
 
@@ -319,9 +320,8 @@ def django_models_in(path: Path) -> str | None:
         return None
     if b"Model" not in data:
         return None
-    try:
-        tree = ast.parse(data, str(path))
-    except (SyntaxError, ValueError):
+    tree = pysource.parse(data, str(path))
+    if tree is None:
         return None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and any(map(_is_model_base, node.bases)):

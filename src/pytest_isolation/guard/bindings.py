@@ -20,6 +20,8 @@ import ast
 import sys
 import types
 
+from pytest_isolation.core import pysource
+
 #: By module name: {bound name: (source module, attribute)}.
 _cache: dict[str, dict[str, tuple[str, str]]] = {}
 
@@ -41,7 +43,7 @@ def _read(module: types.ModuleType) -> dict[str, tuple[str, str]]:
     try:
         with open(path, encoding="utf-8") as file:
             tree = ast.parse(file.read(), path)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, *pysource.UNPARSABLE):
         return {}
     package = getattr(module, "__package__", None) or ""
     bound: dict[str, tuple[str, str]] = {}

@@ -22,6 +22,7 @@ import tokenize
 from collections.abc import Callable
 from collections.abc import Iterator
 
+from pytest_isolation.core import pysource
 from pytest_isolation.lint import hygiene
 from pytest_isolation.lint import temp
 from pytest_isolation.lint.findings import Finding
@@ -48,9 +49,8 @@ CODES = {
 def check(source: str, path: str) -> list[Finding]:
     """The findings in one file's ``source``, by line; none for a file that
     does not parse (pytest reports its syntax error when it imports it)."""
-    try:
-        tree = ast.parse(source, path)
-    except (SyntaxError, ValueError):
+    tree = pysource.parse(source, path)
+    if tree is None:
         return []
     src = Source(tree, path)
     hits = [hit for node in src.nodes for hit in _node_hits(src, node)]

@@ -10,6 +10,8 @@ import ast
 import dataclasses
 from typing import Any
 
+from pytest_isolation.core import pysource
+
 #: ``importlib.import_module`` and ``__import__``, by the names they are called by.
 _IMPORT_CALLS = {"import_module", "__import__"}
 
@@ -78,7 +80,7 @@ class Facts:
 def parse(source: bytes, filename: str) -> Facts:
     try:
         tree = ast.parse(source, filename)
-    except (SyntaxError, ValueError) as error:
+    except pysource.UNPARSABLE as error:
         line = getattr(error, "lineno", None) or 0
         message = getattr(error, "msg", None) or str(error)
         return Facts(error=(int(line), str(message)))
