@@ -283,3 +283,45 @@ def test_search_goes_files_then_tests() -> None:
     predicate = Counter({"f17::t4"})
     assert search(files, predicate, width=1) == ["f17::t4"]
     assert predicate.runs <= 12  # log2(30) + log2(10) + 2 checks
+
+
+def test_the_finder_from_a_subdirectory_takes_what_pytest_prints_there(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, item 3: from ``tests/``, ``pytest -v`` prints
+    ``test_v.py::test_victim``; the finder accepted it, never ran it, and gave
+    a verdict ("alone it not run", "not order-dependent")."""
+    tests = pytester.mkdir("tests")
+    for name, source in (("test_c", POLLUTER), ("test_d", FILLER), ("test_v", VICTIM)):
+        (tests / f"{name}.py").write_text(source)
+    pytester.makeini("[pytest]\n")
+    monkeypatch.chdir(tests)
+    shown = run_guard(pytester, "-v", "-p", "no:randomly", "test_v.py")
+    shown.stdout.fnmatch_lines(["test_v.py::test_victim PASSED*"])
+    result = find(pytester, "test_v.py::test_victim")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: alone it passed",
+            "isolation: polluter: tests/test_c.py::test_sets_mode *",
+            "isolation: reproduce: pytest test_c.py::test_sets_mode test_v.py::test_victim *",
+        ]
+    )
+
+
+def test_a_victim_no_probe_can_run_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    """A victim that is collected but that no probe can run alone (a
+    conftest deselects it when asked for alone) is an error, not a verdict."""
+    pytester.makeconftest(
+        """
+        def pytest_collection_modifyitems(config, items):
+            if len(items) == 1:
+                config.hook.pytest_deselected(items=list(items))
+                items.clear()
+        """
+    )
+    pytester.makepyfile(test_c=POLLUTER, test_v=VICTIM)
+    result = find(pytester, "test_v.py::test_victim")
+    assert result.ret == 4
+    assert "alone it not run" not in result.stdout.str()
+    result.stderr.fnmatch_lines(["*test_v.py::test_victim did not run when asked for alone*"])

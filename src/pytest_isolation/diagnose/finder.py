@@ -228,6 +228,13 @@ class Finder:
             ) from None
         return f"{path}::{names}"
 
+    def _argument(self, nodeid: str) -> str:
+        """A node id (rootdir-relative) as an argument of a probe, which runs
+        in the invocation directory, as the user's pytest did."""
+        path, _, names = nodeid.partition("::")
+        where = os.path.relpath(self.config.rootpath / path, self.config.invocation_params.dir)
+        return f"{Path(where).as_posix()}::{names}"
+
     # -- output --------------------------------------------------------------------
 
     def say(self, line: str) -> None:
@@ -302,7 +309,8 @@ class Finder:
         outcomes: list[Outcome] = []
         for start in range(0, len(runs), self.width):
             batch = [
-                self._start([*common, *nodeids]) for nodeids in runs[start : start + self.width]
+                self._start([*common, *map(self._argument, nodeids)])
+                for nodeids in runs[start : start + self.width]
             ]
             try:
                 outcomes += [self._finish(process, path) for process, path in batch]
@@ -386,6 +394,11 @@ class Finder:
         files = _files(preceding)
         self.say(f"{victim}: {len(preceding)} tests in {len(files)} files run before it")
         alone = self._run_many([[victim]])[0].victim
+        if alone == "not run":
+            raise FindError(
+                f"--isolation-find-polluter: {victim} did not run when asked for alone "
+                "(a probe runs it as pytest runs a node id given on the command line)"
+            )
         self.result["alone"] = alone
         if alone == "failed":
             self.goal = "passed"
@@ -441,8 +454,7 @@ class Finder:
         options = _without_plugin(probe_options(self.config), "isolation")
         command = [
             "pytest",
-            *culprits,
-            victim,
+            *map(self._argument, [*culprits, victim]),
             *options,
             "-p",
             "isolation",
