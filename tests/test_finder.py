@@ -54,7 +54,8 @@ def test_a_polluter_in_another_file(pytester: pytest.Pytester) -> None:
         "isolation: test_v.py::test_victim: 9 tests in 4 files run before it",
         "isolation: alone it passed",
         "isolation: after all 9 tests before it, it fails: bisecting",
-        f"isolation: polluter: test_c.py::test_sets_mode ({_probes(result)} probes)",
+        # the last probe checks for another polluter, after the report
+        f"isolation: polluter: test_c.py::test_sets_mode ({_probes(result) - 1} probes)",
         "isolation: what it leaked:",
         "isolation:   [env] os.environ['MODE'] (was unset, now 'debug'), at test_c.py:6 "
         "(test_c.py::test_sets_mode)",
@@ -72,6 +73,7 @@ def test_a_polluter_in_another_file(pytester: pytest.Pytester) -> None:
     assert found["file_mode_prevents"] is True
     assert found["leaks"][0]["category"] == "env"
     assert found["probes"] == _probes(result)
+    assert found["others"] == []
     # The printed command reproduces the failure.
     again = run_guard(
         pytester,
@@ -325,3 +327,25 @@ def test_a_victim_no_probe_can_run_is_a_usage_error(pytester: pytest.Pytester) -
     assert result.ret == 4
     assert "alone it not run" not in result.stdout.str()
     result.stderr.fnmatch_lines(["*test_v.py::test_victim did not run when asked for alone*"])
+
+
+def test_several_independent_polluters_are_each_found(pytester: pytest.Pytester) -> None:
+    """Issue 31, item 4: the finder stopped at the first of several tests
+    that each break the victim; after fixing that one the victim still
+    failed, and nothing had said there could be more."""
+    other = POLLUTER.replace("test_sets_mode", "test_also_sets_mode")
+    pytester.makepyfile(test_a=FILLER, test_c=POLLUTER, test_d=FILLER, test_e=other, test_v=VICTIM)
+    result = find(pytester, "test_v.py::test_victim", "--isolation-find-json=found.json")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: polluter: test_*::test_*sets_mode *",
+            "isolation: probe *: without it, after the other 9 tests it still fails: another "
+            "polluter; bisecting again",
+            "isolation: polluter: test_*::test_*sets_mode *",
+            "isolation: probe *: without them, after the other 8 tests it passed: no other *",
+        ]
+    )
+    found = json.loads((pytester.path / "found.json").read_text())
+    everyone = [*found["culprits"], *(nodeid for more in found["others"] for nodeid in more)]
+    assert sorted(everyone) == ["test_c.py::test_sets_mode", "test_e.py::test_also_sets_mode"]

@@ -426,7 +426,37 @@ class Finder:
         self.result["culprits"] = culprits
         self.result["outcome"] = "found"
         self._report(culprits)
+        if self.goal == "failed":
+            self._others(preceding, culprits)
         return 0
+
+    def _others(self, preceding: list[str], culprits: list[str]) -> None:
+        """Whether the victim still fails after the tests before it without
+        the polluters found so far (several may each break it); if it does,
+        search again, up to :data:`MORE_ROUNDS` times."""
+        found: list[list[str]] = []
+        left = preceding
+        for _ in range(MORE_ROUNDS):
+            left = [nodeid for nodeid in left if nodeid not in culprits]
+            run = (*left, self.victim)
+            outcome = self._run_many([run])[0]
+            self.probes += 1
+            self.known[run] = outcome.victim == self.goal
+            them = "it" if not found and len(culprits) == 1 else "them"
+            verb = "fails" if outcome.victim == "failed" else outcome.victim
+            said = f"probe {self.probes}: without {them}, after the other {len(left)} tests it"
+            if outcome.victim != self.goal:
+                self.say(f"{said} {verb}: no other polluter")
+                self.result["others"] = found
+                return
+            self.say(f"{said} still fails: another polluter; bisecting again")
+            culprits = search(_files(left), self.reproduces, self.width, self._note)
+            found.append(culprits)
+            first = dict(self.result)
+            self._report(culprits)
+            self.result = {**first, "others": found}
+        self.say(f"stopped after {MORE_ROUNDS} more polluters; there may be others")
+        self.result["others"] = found
 
     def _report(self, culprits: list[str]) -> None:
         victim = self.victim
@@ -485,6 +515,10 @@ class Finder:
             f"--isolation-mode=file {verdict}: they are in different files "
             f"(checked: {victim} {checked})"
         )
+
+
+#: How many more polluters the finder looks for after the first.
+MORE_ROUNDS = 5
 
 
 def _probes(count: int) -> str:
