@@ -79,6 +79,12 @@ VALUES = st.sampled_from(
         "HEAD",
         "file",
         "fork",
+        "auto",
+        # Globs (issue 31): an unclosed set, a range, many ``**``, a lint allowance.
+        "test_[!].py: off",
+        "test_[a-m].py: group=g",
+        "/".join(["**"] * 10) + "/x: off",
+        "ISO203: tests/[abc/",
     ]
 )
 
