@@ -242,3 +242,34 @@ def test_the_report_the_damage_starts_from_merges(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["totals"]["files"] == 0
+
+
+GLOBS = ["test_[!].py: off", "test_[a-m].py: off", "/".join(["**"] * 10) + "/x: off", "[: off"]
+
+
+@pytest.mark.parametrize("key", ["isolation_paths", "isolation_lint_allow"])
+@pytest.mark.parametrize("glob", GLOBS)
+def test_every_glob_ends_the_run_cleanly(key: str, glob: str) -> None:
+    """Issue 31, item 6: each glob line of the ini keys that take globs is
+    a run or a usage error naming the key, never an internal error."""
+    root = _project()
+    try:
+        line = glob if key == "isolation_paths" else f"ISO203: {glob.partition(':')[0]}"
+        (root / "pytest.ini").write_text(f"[pytest]\n{key} =\n    {line}\n")
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "isolation", "--isolation-lint=warn"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=ENV,
+            stdin=subprocess.DEVNULL,
+        )
+        output = done.stdout + done.stderr
+        assert "INTERNALERROR" not in output, output
+        assert "Traceback" not in output, output
+        assert done.returncode in (0, 4), output
+        if done.returncode == 4:
+            assert f"{key} (ini) line" in output, output
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
