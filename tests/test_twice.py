@@ -380,6 +380,10 @@ def test_the_fenced_pytest_details_exist() -> None:
     assert {"callspec", "callobj", "fixtureinfo", "keywords", "originalname"} <= set(init)
     assert callable(pytest.Function._initrequest)
     assert "_fixtureinfo" in pytest.Function.__init__.__code__.co_names
+    key = pytest.StashKey[int]()
+    stash = pytest.Stash()
+    stash[key] = 1
+    assert stash._storage == {key: 1}  # phases._copy_stash
 
 
 def test_a_copy_of_a_test_has_its_node_id_and_markers(pytester: pytest.Pytester) -> None:
@@ -404,3 +408,39 @@ def test_a_copy_of_a_test_has_its_node_id_and_markers(pytester: pytest.Pytester)
     assert twin.parent is item.parent
     assert [m.name for m in twin.iter_markers()] == [m.name for m in item.iter_markers()]
     assert twin.get_closest_marker("skip") is not None
+
+
+CARRIED = {
+    "conftest": """
+        import pytest
+
+        TENANT = pytest.StashKey[str]()
+
+        def pytest_collection_modifyitems(items):
+            for item in items:
+                item.stash[TENANT] = "acme"
+                item.tenant_id = 7
+                item.user_properties.append(("team", "core"))
+
+        @pytest.fixture
+        def tenant(request):
+            return request.node.stash[TENANT], request.node.tenant_id
+    """,
+    "test_carried": """
+        def test_reads_what_the_item_carries(tenant, request):
+            assert tenant == ("acme", 7)
+            assert ("team", "core") in request.node.user_properties
+    """,
+}
+
+
+@pytest.mark.parametrize("place", sorted(PLACES))
+def test_the_repeat_sees_what_the_item_carried(pytester: pytest.Pytester, place: str) -> None:
+    """Issue 31, item 5: a conftest's ``pytest_collection_modifyitems`` that
+    sets ``item.stash[KEY]`` and ``item.tenant_id``; the repeat of an
+    idempotent test that reads them was ``ERROR WHEN REPEATED``
+    (``KeyError``, ``AttributeError``)."""
+    pytester.makepyfile(**CARRIED)
+    result = run(pytester, *PLACES[place])
+    result.assert_outcomes(passed=1)
+    assert "WHEN REPEATED" not in result.stdout.str()

@@ -79,4 +79,18 @@ def twin_of(item: pytest.Function) -> pytest.Function:
         kwargs["callobj"] = item.obj
     twin = type(item).from_parent(item.parent, **kwargs)
     twin.own_markers = list(item.own_markers)  # with those plugins added after collection
+    twin.user_properties = list(item.user_properties)
+    for name, value in vars(item).items():  # what a plugin or conftest set on the item
+        if name not in vars(twin):
+            setattr(twin, name, value)
+    _copy_stash(item.stash, twin.stash)
     return twin
+
+
+def _copy_stash(source: pytest.Stash, target: pytest.Stash) -> None:
+    """What plugins keep in the item's stash (``item.stash[KEY]`` set at
+    collection), as the first run sees it.  Private pytest API, unavoidable:
+    a stash's keys can only be listed through ``Stash._storage``;
+    ``tests/test_twice.py`` fails loudly if it changes."""
+    storage: dict[Any, object] = source._storage
+    target._storage.update(storage)
