@@ -444,7 +444,8 @@ class Finder:
             self.known[run] = outcome.victim == self.goal
             them = "it" if not found and len(culprits) == 1 else "them"
             verb = "fails" if outcome.victim == "failed" else outcome.victim
-            said = f"probe {self.probes}: without {them}, after the other {len(left)} tests it"
+            count = f"{len(left)} test{'s' if len(left) != 1 else ''}"
+            said = f"probe {self.probes}: without {them}, after the other {count} it"
             if outcome.victim != self.goal:
                 self.say(f"{said} {verb}: no other polluter")
                 self.result["others"] = found
