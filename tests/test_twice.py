@@ -444,3 +444,34 @@ def test_the_repeat_sees_what_the_item_carried(pytester: pytest.Pytester, place:
     result = run(pytester, *PLACES[place])
     result.assert_outcomes(passed=1)
     assert "WHEN REPEATED" not in result.stdout.str()
+
+
+DIES_WHEN_REPEATED = """
+    import os, signal
+
+    RUNS = []
+
+    def test_dies_the_second_time():
+        RUNS.append(1)
+        if len(RUNS) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def test_after():
+        pass
+"""
+
+
+@pytest.mark.parametrize("place", ["file", "spawn"])
+def test_a_crash_in_the_repeat_fails_when_repeated(pytester: pytest.Pytester, place: str) -> None:
+    """Issue 31, item 5: a child that died in the repeat was reported as a
+    teardown error of the test, not as a failure when repeated."""
+    pytester.makepyfile(test_dies=DIES_WHEN_REPEATED)
+    result = run(pytester, *PLACES[place])
+    result.stdout.fnmatch_lines(
+        [
+            "*the process running test_dies.py was killed by signal 9 (SIGKILL) while "
+            "repeating test_dies_the_second_time (call)*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["FAILED WHEN REPEATED test_dies.py::test_dies_the_second_time*"])
+    assert "ERROR at teardown" not in result.stdout.str()

@@ -37,6 +37,9 @@ COLLECT_IN_CHILD = pytest.StashKey[Callable[[pytest.File], Sequence[pytest.Item]
 #: it again (its set-up goes on in that window, its teardown closes it and
 #: restores, reporting nothing more).
 REPEAT = pytest.StashKey[str]()
+#: On a report of a failed repeat (it crosses processes: file mode, xdist):
+#: what the first run left changed, one line each.
+REPEAT_ATTR = "isolation_repeat"
 #: On a test that ran twice: what its first run left changed, as the guard found it.
 FIRST_RUN_LEFT = pytest.StashKey[list[Leak]]()
 

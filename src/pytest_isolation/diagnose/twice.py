@@ -27,12 +27,10 @@ import pytest
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import REPEAT
+from pytest_isolation.core.keys import REPEAT_ATTR
 from pytest_isolation.core.records import Leak
 from pytest_isolation.diagnose import phases
 
-#: On a report of a failed repeat (it crosses processes: file mode, xdist):
-#: what the first run left changed, one line each.
-REPEAT_ATTR = "isolation_repeat"
 #: On the call report of a test that ran once only: why (the type of its item).
 ONCE_ATTR = "isolation_once"
 #: On an item that runs once only: why.

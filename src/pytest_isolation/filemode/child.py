@@ -35,6 +35,7 @@ from pytest_isolation.core import placement
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
+from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
@@ -62,6 +63,7 @@ from pytest_isolation.filemode.wire import LOGFINISH
 from pytest_isolation.filemode.wire import LOGSTART
 from pytest_isolation.filemode.wire import NOTFOUND
 from pytest_isolation.filemode.wire import PROTOCOL_VERSION
+from pytest_isolation.filemode.wire import REPEATING
 from pytest_isolation.filemode.wire import REPORT
 from pytest_isolation.filemode.wire import STATUS
 from pytest_isolation.filemode.wire import USES
@@ -233,6 +235,11 @@ class ChildPlugin:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if not report.passed:
             self._send(COLLECTREPORT, data=self._serialize(report))
+
+    @pytest.hookimpl(tryfirst=True)  # before the repeat's set-up can crash
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.stash.get(REPEAT, "") == "again":  # --isolation-twice
+            self.sender.send(REPEATING)
 
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.sender.send(LOGSTART, nodeid=str(nodeid), location=location)

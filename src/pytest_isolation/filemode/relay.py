@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core.keys import KEPT_DIRS
+from pytest_isolation.core.keys import REPEAT_ATTR
 from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
@@ -114,6 +115,8 @@ class FileRelay:
         #: The running test and the phases it reported.
         self.inflight: tuple[str, Location] | None = None
         self.phases: set[str] = set()
+        #: ``--isolation-twice``: the running test's repeat has started.
+        self.repeating = False
         #: The exit status a plugin raised at the end of a child's session.
         self.status: int | None = None
         #: Messages of leaks the run already warned about (their warning,
@@ -132,6 +135,7 @@ class FileRelay:
             wire.JUNIT: self._junit,
             wire.WRITE: self._write,
             wire.KEPT: self._kept,
+            wire.REPEATING: self._repeating,
             wire.LOGFINISH: self._logfinish,
             wire.STATUS: self._status,
             wire.INTERRUPTED: self._interrupted,
@@ -222,6 +226,7 @@ class FileRelay:
     def _logstart(self, nodeid: str, location: Location) -> None:
         self.inflight = (nodeid, location)
         self.phases = set()
+        self.repeating = False
         self.attempts.begin_test()
         self.attempts.emit(
             lambda: self.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
@@ -280,6 +285,9 @@ class FileRelay:
     def _kept(self, lines: list[str]) -> None:
         self.config.stash.setdefault(KEPT_DIRS, []).extend(lines)
 
+    def _repeating(self) -> None:
+        self.repeating = True
+
     def _logfinish(self, nodeid: str, location: Location) -> None:
         self.attempts.emit(
             lambda: self.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
@@ -313,11 +321,15 @@ class FileRelay:
         remaining = self.attempts.remaining
         if self.inflight is not None:
             nodeid, location = self.inflight
-            when = "teardown" if "call" in self.phases else "call"
+            when = "teardown" if "call" in self.phases and not self.repeating else "call"
             self.end.death = how if how.startswith("timed out") else f"crashed ({how})"
-            text = f"the process running {path} {how} while running {name_of(nodeid)} ({when})"
+            doing = "repeating" if self.repeating else "running"
+            text = f"the process running {path} {how} while {doing} {name_of(nodeid)} ({when})"
             message = crash.with_tail(text, stderr_tail)
-            self._log(crash.failed_test(self.config, nodeid, location, when, message))
+            died = crash.failed_test(self.config, nodeid, location, when, message)
+            if self.repeating:  # --isolation-twice: "FAILED WHEN REPEATED"
+                setattr(died, REPEAT_ATTR, [])
+            self._log(died)
             self._logfinish(nodeid, location)
             return bool(remaining(self.collection.collected))
         if self.collection.collected is None:

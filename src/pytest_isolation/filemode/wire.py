@@ -50,6 +50,8 @@ WRITE = "write"
 #: junit XML data a test recorded beside its reports (:mod:`.junit`).
 JUNIT = "junit"
 KEPT = "kept"
+#: ``--isolation-twice``: the running test's repeat starts.
+REPEATING = "repeating"
 LOGFINISH = "logfinish"
 #: A file of a shared process (a group, the files not isolated) has run; the
 #: process goes on with its next file.
