@@ -384,6 +384,9 @@ def test_the_fenced_pytest_details_exist() -> None:
     stash = pytest.Stash()
     stash[key] = 1
     assert stash._storage == {key: 1}  # phases._copy_stash
+    from _pytest.fixtures import FuncFixtureInfo  # phases.higher_scoped
+
+    assert "name2fixturedefs" in FuncFixtureInfo.__dataclass_fields__
 
 
 def test_a_copy_of_a_test_has_its_node_id_and_markers(pytester: pytest.Pytester) -> None:
@@ -475,3 +478,41 @@ def test_a_crash_in_the_repeat_fails_when_repeated(pytester: pytest.Pytester, pl
     )
     result.stdout.fnmatch_lines(["FAILED WHEN REPEATED test_dies.py::test_dies_the_second_time*"])
     assert "ERROR at teardown" not in result.stdout.str()
+
+
+CONSUMED = {
+    "conftest": """
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def licenses():
+            return ["a", "b", "c"]
+    """,
+    "test_consume": """
+        def test_takes_one(licenses):
+            assert licenses.pop()
+
+        def test_after_it(licenses):
+            assert len(licenses) == 2
+    """,
+}
+
+
+@pytest.mark.parametrize("place", ["plain", "file"])
+def test_what_a_repeat_takes_from_a_module_fixture_is_put_back(
+    pytester: pytest.Pytester, place: str
+) -> None:
+    """Issue 31, item 5: a repeat that consumed a module-scoped fixture's list
+    (``licenses.pop()``) made the *next* test fail as an ordinary failure,
+    with no hint that a repeat caused it.  The value is put back after the
+    repeat, and the summary says so."""
+    pytester.makepyfile(**CONSUMED)
+    assert pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT).ret == 0
+    result = run(pytester, *PLACES[place])
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: --isolation-twice put back 'licenses' after the repeat of "
+            "test_consume.py::test_takes_one, which changed it*"
+        ]
+    )

@@ -44,6 +44,21 @@ def release(item: pytest.Item) -> None:
         item.funcargs = None  # type: ignore[assignment]
 
 
+def higher_scoped(item: pytest.Item) -> dict[str, object]:
+    """The values of the fixtures above function scope the test has been
+    given (read before :func:`release`): what its repeat shares with the
+    tests after it.  Private pytest API: a test's fixture definitions are in
+    ``item._fixtureinfo.name2fixturedefs``."""
+    funcargs = getattr(item, "funcargs", None) or {}
+    info = getattr(item, "_fixtureinfo", None)
+    found: dict[str, object] = {}
+    for name, value in funcargs.items():
+        definitions = info.name2fixturedefs.get(name) if info is not None else None
+        if definitions and definitions[-1].scope != "function":
+            found[name] = value
+    return found
+
+
 def not_repeatable(item: pytest.Item) -> str:
     """Why ``item`` cannot run twice, or "": pytest has no way to copy an
     item that is not a test function (a doctest, a plugin's own item type);

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Generator
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,8 @@ class Twice:
         self.config = config
         self.failed: list[pytest.TestReport] = []
         self.once: Counter[str] = Counter()
+        #: Each test whose repeat changed a higher-scoped fixture, and those put back.
+        self.put_back: list[tuple[str, list[str]]] = []
 
     def pytest_report_header(self) -> str:
         return (
@@ -115,6 +118,9 @@ class Twice:
         return "error", "R", "ERROR WHEN REPEATED"
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        names = getattr(report, PUT_BACK_ATTR, None)
+        if names:
+            self.put_back.append((str(report.nodeid), list(names)))
         if hasattr(report, REPEAT_ATTR) and report.failed:
             self.failed.append(report)
         once = getattr(report, ONCE_ATTR, None)
@@ -122,6 +128,12 @@ class Twice:
             self.once[str(once)] += 1
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for nodeid, names in self.put_back:
+            fixtures = ", ".join(repr(name) for name in names)
+            terminalreporter.write_line(
+                f"isolation: --isolation-twice put back {fixtures} after the repeat of {nodeid}, "
+                "which changed it (the tests after it see it as after one run)"
+            )
         if self.failed:
             count = len(self.failed)
             tests = (
@@ -157,6 +169,7 @@ def run_twice(item: pytest.Item, twin: pytest.Item, nextitem: pytest.Item | None
             return
         item.stash[REPEAT] = "first"
         first_teardown = phases.run_phase(item, "teardown", log=False, nextitem=twin)
+        shared = Kept(phases.higher_scoped(item))
     finally:
         phases.release(item)
         if REPEAT in item.stash:
@@ -164,8 +177,12 @@ def run_twice(item: pytest.Item, twin: pytest.Item, nextitem: pytest.Item | None
     left = item.stash.get(FIRST_RUN_LEFT, [])
     twin.stash[REPEAT] = "again"
     repeat = _run(twin, nextitem)
+    put_back = shared.put_back()  # the tests after it see what they would after one run
     ihook = item.ihook
-    ihook.pytest_runtest_logreport(report=_teardown(first_teardown, repeat[-1]))
+    teardown = _teardown(first_teardown, repeat[-1])
+    if put_back:  # said in the summary of the process that owns the terminal
+        setattr(teardown, PUT_BACK_ATTR, put_back)
+    ihook.pytest_runtest_logreport(report=teardown)
     failed = [report for report in repeat[:-1] if report.failed]
     if failed:
         report = failed[0]
@@ -173,6 +190,37 @@ def run_twice(item: pytest.Item, twin: pytest.Item, nextitem: pytest.Item | None
         report.sections.append((SECTION, _explain(left)))
         ihook.pytest_runtest_logreport(report=report)
         ihook.pytest_runtest_logreport(report=_closing(report, repeat[-1]))
+
+
+#: On the teardown report of a test whose repeat changed a higher-scoped
+#: fixture's value: the fixtures put back.
+PUT_BACK_ATTR = "isolation_put_back"
+
+
+class Kept:
+    """Copies of the containers among the higher-scoped fixture values a test
+    uses, taken after its first run: its repeat shares them with the tests
+    after it (a module-scoped list it pops from), which must see them as
+    after one run."""
+
+    def __init__(self, values: dict[str, object]) -> None:
+        self.kept: dict[str, tuple[Any, Any]] = {}  # a container and its copy
+        for name, value in values.items():
+            if isinstance(value, (list, dict, set, bytearray)):
+                self.kept[name] = (value, value.copy())
+
+    def put_back(self) -> list[str]:
+        """Put back in place what the repeat changed; the names."""
+        changed = []
+        for name, (value, copy) in self.kept.items():
+            if value != copy:
+                changed.append(name)
+                if isinstance(value, (list, bytearray)):
+                    value[:] = copy
+                elif isinstance(value, (dict, set)):
+                    value.clear()
+                    value.update(copy)
+        return changed
 
 
 def _run(item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.TestReport]:
