@@ -492,3 +492,68 @@ def test_without_the_cache_plugin(pytester: pytest.Pytester) -> None:
     result = lint_run(pytester, *args)
     result.assert_outcomes(passed=2, warnings=1)
     assert not (pytester.path / ".pytest_cache").exists()
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "assert not sent",
+        "assert sent == []",
+        "assert handler.calls == 0",
+        "assert result is None",
+        "assert 'x' not in seen",
+        "handler.assert_not_called()",
+    ],
+)
+def test_a_sleep_before_checking_that_nothing_happened_is_fine(check: str) -> None:
+    """Issue 31, item 9: ``time.sleep(0.05)`` and then an assertion that
+    something did *not* happen: no bounded wait can replace that sleep."""
+    source = "import threading, time\ndef test_quiet():\n"
+    source += "    threading.Thread(target=work).start()\n"
+    source += f"    time.sleep(0.05)\n    {check}\n"
+    assert codes(source) == []
+    positive = source + "    assert sent\n"  # and then something did: waiting for it
+    assert [code for code, _ in codes(positive)] == ["ISO302"]
+
+
+AUTOUSE_RESTORES = {
+    "yield": """\
+        @pytest.fixture(autouse=True)
+        def _environ():
+            saved = dict(os.environ)
+            yield
+            os.environ.clear()
+            os.environ.update(saved)
+    """,
+    "with": """\
+        @pytest.fixture(autouse=True)
+        def _environ():
+            with mock.patch.dict(os.environ):
+                yield
+    """,
+}
+
+
+@pytest.mark.parametrize("how", sorted(AUTOUSE_RESTORES))
+def test_an_environ_write_an_autouse_fixture_of_the_file_undoes_is_fine(how: str) -> None:
+    """Issue 31, item 9: ISO203 on an ``os.environ`` write that an autouse
+    fixture of the same file restores after every test."""
+    fixture = textwrap.dedent(AUTOUSE_RESTORES[how])
+    test = "def test_sets():\n    os.environ['MODE'] = 'x'\n"
+    source = f"import os, pytest\nfrom unittest import mock\n{fixture}\n{test}"
+    assert codes(source) == []
+    without = f"import os, pytest\nfrom unittest import mock\n{test}"
+    assert [code for code, _ in codes(without)] == ["ISO203"]
+
+
+def test_an_environ_write_an_autouse_fixture_of_a_conftest_undoes_is_fine(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    fixture = textwrap.dedent(AUTOUSE_RESTORES["yield"])
+    (tmp_path / "conftest.py").write_text(f"import os, pytest\n{fixture}")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    test = "import os\ndef test_sets():\n    os.environ['MODE'] = 'x'\n"
+    assert codes(test, str(tests / "test_x.py")) == []
+    assert [code for code, _ in codes(test, str(tmp_path.parent / "test_y.py"))] == ["ISO203"]

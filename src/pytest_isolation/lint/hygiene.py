@@ -82,6 +82,8 @@ def sleep(src: Source, node: ast.AST) -> Iterator[Hit]:
         return
     if not _started_before(src, test, node) or not asserts_after(src, test, node):
         return
+    if _only_absence_after(test, node):  # no bounded wait can show that nothing happened
+        return
     text = " ".join(ast.unparse(node).split())
     yield Hit.at(
         node,
@@ -156,6 +158,45 @@ def asserts(src: Source, function: Function, seen: set[int]) -> bool:
     """``function`` asserts, or calls a helper of this file that does."""
     seen.add(id(function))
     return any(_checks(src, node, seen) for node in ast.walk(function))
+
+
+def _only_absence_after(test: Function, node: ast.AST) -> bool:
+    """Every check after ``node`` asserts that something did not happen
+    (``assert not sent``, ``assert queue.empty() is True``... ``is None``,
+    ``== 0``, ``not in``, ``assert_not_called()``)."""
+    line = getattr(node, "lineno", 0)
+    checks = [
+        child
+        for child in ast.walk(test)
+        if getattr(child, "lineno", 0) > line
+        and (isinstance(child, ast.Assert) or _named_check(child))
+    ]
+    return bool(checks) and all(_absence(check) for check in checks)
+
+
+def _named_check(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _checking_name(_name(node.func).lstrip("_"))
+
+
+#: Values an assertion compares with to say that nothing happened.
+_NOTHING = (None, False, 0, "", b"")
+
+
+def _absence(check: ast.AST) -> bool:
+    if isinstance(check, ast.Call):
+        return "not" in _name(check.func).lower().split("_")
+    test = check.test if isinstance(check, ast.Assert) else None
+    match test:
+        case ast.UnaryOp(op=ast.Not()):
+            return True
+        case ast.Compare(ops=[ast.NotIn()]):
+            return True
+        case ast.Compare(ops=[ast.Is() | ast.Eq()], comparators=[right]):
+            empty = isinstance(right, ast.List | ast.Tuple | ast.Dict | ast.Set) and not (
+                getattr(right, "elts", None) or getattr(right, "keys", None)
+            )
+            return empty or (isinstance(right, ast.Constant) and right.value in _NOTHING)
+    return False
 
 
 def asserts_after(src: Source, test: Function, node: ast.AST) -> bool:

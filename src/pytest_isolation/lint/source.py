@@ -7,6 +7,9 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+
+from pytest_isolation.core import pysource
 
 #: The names a change of each kind of state is made or undone with.
 KINDS = {
@@ -195,7 +198,29 @@ class Source:
         functions = self._functions_around(node)
         if not functions:
             return any(self._undoes(f, kind) for f in _module_functions(self.tree))
-        return any(self._function_restores(function, kind) for function in functions)
+        if any(self._function_restores(function, kind) for function in functions):
+            return True
+        return self.autouse_restores(kind) or conftest_restores(self.path, kind)
+
+    def autouse_restores(self, kind: str) -> bool:
+        """An autouse fixture of this file puts the state of ``kind`` back
+        after every test: after its ``yield``, in a ``finally``, or in a
+        ``with`` around its ``yield`` (``mock.patch.dict(os.environ)``)."""
+        return any(
+            _autouse(function)
+            and (self._function_restores(function, kind) or self._with_around_yield(function, kind))
+            for function in _module_functions(self.tree)
+        )
+
+    def _with_around_yield(self, function: Function, kind: str) -> bool:
+        withs = [
+            child for child in ast.walk(function) if isinstance(child, ast.With | ast.AsyncWith)
+        ]
+        return any(
+            any(self.mentions(item.context_expr, kind) for item in child.items)
+            and any(isinstance(inner, ast.Yield | ast.YieldFrom) for inner in ast.walk(child))
+            for child in withs
+        )
 
     def _function_restores(self, function: Function, kind: str) -> bool:
         if _undo_name(function.name):
@@ -246,6 +271,43 @@ class Source:
         for arg in call.args:
             if isinstance(arg, ast.Name) and arg.id in self.functions:
                 yield self.functions[arg.id]
+
+
+#: Files that end the search for conftests: a project's root.
+_ROOT_FILES = ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", ".git")
+_CONFTESTS: dict[tuple[str, str], bool] = {}
+
+
+def conftest_restores(path: str, kind: str) -> bool:
+    """A ``conftest.py`` above ``path`` (up to the project's root) has an
+    autouse fixture that puts the state of ``kind`` back after every test."""
+    folder = Path(path).resolve().parent
+    for directory in (folder, *folder.parents):
+        conftest = directory / "conftest.py"
+        if conftest.is_file() and str(conftest) != str(Path(path).resolve()):
+            key = (str(conftest), kind)
+            if key not in _CONFTESTS:
+                _CONFTESTS[key] = _conftest_has(conftest, kind)
+            if _CONFTESTS[key]:
+                return True
+        if any((directory / name).exists() for name in _ROOT_FILES):
+            return False
+    return False
+
+
+def _conftest_has(conftest: Path, kind: str) -> bool:
+    try:
+        tree = pysource.parse(conftest.read_bytes(), str(conftest))
+    except OSError:
+        return False
+    return tree is not None and Source(tree, str(conftest)).autouse_restores(kind)
+
+
+def _autouse(function: Function) -> bool:
+    return any(
+        "fixture" in (text := ast.unparse(decorator)) and "autouse=True" in text
+        for decorator in function.decorator_list
+    )
 
 
 def _registers(call: ast.Call) -> bool:
