@@ -300,6 +300,7 @@ class FileModeController:
         spec = self._spec(index, members)
         child = self.started.pop(index, None) if shared is None else shared.child
         self.shared = None
+        replaced = False
         while True:
             if child is None:
                 skip = relay.skip()
@@ -311,6 +312,11 @@ class FileModeController:
                 members = [index] if skip else members
                 child = self._start(attempt, file, index, more)
             death = self._relay(child, relay)
+            if death is not None and not replaced and self._went_with_its_server(death, relay):
+                replaced = True  # it never ran: the file starts in a child of a new server
+                relay.next_child()
+                child = None
+                continue
             if relay.end.done:
                 self.shared = Shared(child, members[1:])
             resumes = death is not None and relay.crashed(death.how, death.tail)
@@ -330,6 +336,16 @@ class FileModeController:
         )
         if death is None and following is not None and not self._may_be_stolen():
             self._start_next(following)
+
+    def _went_with_its_server(self, death: Death, relay: FileRelay) -> bool:
+        """A child forked ahead that a test's killing of its fork server (or
+        of the origin) took with it before it said anything."""
+        if not relay.silent or "SIGKILL" not in death.how:
+            return False
+        servers = self.servers is not None and self.servers.replace_ended()
+        origin = self.origin is not None and self.origin.ended()
+        zygote = self.zygote is not None and self.zygote.ended()
+        return servers or origin or zygote
 
     def _may_be_stolen(self) -> bool:
         """Under ``--dist worksteal`` another worker may take the next file."""

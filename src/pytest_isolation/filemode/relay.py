@@ -117,6 +117,8 @@ class FileRelay:
         self.phases: set[str] = set()
         #: ``--isolation-twice``: the running test's repeat has started.
         self.repeating = False
+        #: The current child has said nothing but hello.
+        self.silent = True
         #: The exit status a plugin raised at the end of a child's session.
         self.status: int | None = None
         #: Messages of leaks the run already warned about (their warning,
@@ -144,6 +146,8 @@ class FileRelay:
         }
 
     def handle(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind != wire.HELLO:
+            self.silent = False
         self._handlers[kind](**payload)
 
     # -- attempts ---------------------------------------------------------------
@@ -155,6 +159,7 @@ class FileRelay:
     def next_child(self) -> None:
         """The current attempt goes on in a new child (after a crash)."""
         self.end = ChildEnd()
+        self.silent = True
 
     def skip(self) -> frozenset[str]:
         """What the next child of this attempt must leave out."""
