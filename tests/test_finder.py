@@ -197,7 +197,7 @@ def test_a_victim_that_is_not_order_dependent(pytester: pytest.Pytester) -> None
     result = find(pytester, "test_v.py::test_victim")
     assert result.ret == 1
     assert lines(result) == [
-        "isolation: test_v.py::test_victim: 2 tests in 1 files run before it",
+        "isolation: test_v.py::test_victim: 2 tests in 1 file run before it",
         "isolation: alone it passed",
         "isolation: after all 2 tests before it, it passed too: not order-dependent in this order",
     ]

@@ -222,7 +222,7 @@ def test_a_module_whose_import_could_change_another_file_is_not_preloaded(
     preloaded.stdout.fnmatch_lines(
         [
             "isolation: the fork server preloads 3 modules * 0 files start without them, "
-            "1 modules are left out",
+            "1 module is left out",
             f"isolation:   mylib.{name} not preloaded: {why}",
         ]
     )

@@ -22,6 +22,7 @@ import pytest
 from pytest_isolation.ci.runreport import SCHEMA
 from pytest_isolation.ci.runreport import SCHEMA_VERSION
 from pytest_isolation.core import outputs
+from pytest_isolation.core.words import counted
 
 
 class MergeError(Exception):
@@ -181,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     totals = merged["totals"]
     counts = ", ".join(f"{n} {name}" for name, n in totals["tests"].items() if n)
     print(
-        f"merged {len(options.reports)} reports: {totals['files']} files, {counts or 'no tests'}, "
+        f"merged {counted(len(options.reports), 'report')}: {counted(totals['files'], 'file')}, "
+        f"{counts or 'no tests'}, "
         f"{totals['flaky']} flaky; exit code {merged['exit_code']}",
         file=sys.stderr,
     )

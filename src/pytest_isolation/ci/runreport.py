@@ -30,6 +30,7 @@ from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.words import counted
 from pytest_isolation.core.xdist import is_worker
 
 #: The run report's format: bump on any change that could break a reader.
@@ -199,7 +200,7 @@ class RunReport:
             count = len(notable)
             terminalreporter.write_sep(
                 "=",
-                f"isolation: {count} file{'s' if count != 1 else ''} crashed, timed out or retried",
+                f"isolation: {counted(count, 'file')} crashed, timed out or retried",
             )
             for record in notable:
                 terminalreporter.write_line(f"{record.path}: {record.describe()}")

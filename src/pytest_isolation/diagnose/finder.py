@@ -24,6 +24,7 @@ from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 from pytest_isolation.core.names import PROBE_ENV
 from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.words import counted
 from pytest_isolation.diagnose.bisection import search
 
 #: Options of the finder itself, and others that change what a probe runs or
@@ -354,7 +355,7 @@ class Finder:
                 self.failure = outcome.failure
             verb = "fails" if outcome.victim == "failed" else outcome.victim
             count = len(run) - 1
-            tests = f"{count} test{'s' if count != 1 else ''}"
+            tests = counted(count, "test")
             left = f" ({self.left})" if self.left else ""
             self.say(f"probe {self.probes}{left}: after {tests} it {verb}")
         return [self.known[run] for run in runs]
@@ -388,11 +389,12 @@ class Finder:
         if victim not in self.order:
             raise FindError(
                 f"--isolation-find-polluter: {victim} is not collected by these paths and "
-                f"options ({len(self.order)} tests collected)"
+                f"options ({counted(len(self.order), 'test')} collected)"
             )
         preceding = self.order[: self.order.index(victim)]
         files = _files(preceding)
-        self.say(f"{victim}: {len(preceding)} tests in {len(files)} files run before it")
+        before = f"{counted(len(preceding), 'test')} in {counted(len(files), 'file')}"
+        self.say(f"{victim}: {before} run before it")
         alone = self._run_many([[victim]])[0].victim
         if alone == "not run":
             raise FindError(
@@ -414,13 +416,13 @@ class Finder:
         if after != self.goal:
             verb = "fails" if after == "failed" else after
             self.say(
-                f"after all {len(preceding)} tests before it, it {verb} too: not "
+                f"after all {counted(len(preceding), 'test')} before it, it {verb} too: not "
                 "order-dependent in this order"
             )
             self.result["outcome"] = "not-order-dependent"
             return 1
         verb = "fails" if after == "failed" else after
-        self.say(f"after all {len(preceding)} tests before it, it {verb}: bisecting")
+        self.say(f"after all {counted(len(preceding), 'test')} before it, it {verb}: bisecting")
         self.known[(*preceding, victim)] = True
         culprits = search(files, self.reproduces, self.width, self._note)
         self.result["culprits"] = culprits
@@ -444,7 +446,7 @@ class Finder:
             self.known[run] = outcome.victim == self.goal
             them = "it" if not found and len(culprits) == 1 else "them"
             verb = "fails" if outcome.victim == "failed" else outcome.victim
-            count = f"{len(left)} test{'s' if len(left) != 1 else ''}"
+            count = counted(len(left), "test")
             said = f"probe {self.probes}: without {them}, after the other {count} it"
             if outcome.victim != self.goal:
                 self.say(f"{said} {verb}: no other polluter")

@@ -30,6 +30,7 @@ from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import REPEAT_ATTR
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.words import counted
 from pytest_isolation.diagnose import phases
 
 #: On the call report of a test that ran once only: why (the type of its item).
@@ -151,7 +152,7 @@ class Twice:
             kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(self.once.items()))
             total = sum(self.once.values())
             terminalreporter.write_line(
-                f"isolation: {total} test{'s' if total != 1 else ''} ran once, not twice "
+                f"isolation: {counted(total, 'test')} ran once, not twice "
                 f"({kinds}): --isolation-twice repeats Python test functions"
             )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core.words import counted
 from pytest_isolation.filemode import childcov
 from pytest_isolation.filemode import preload
 from pytest_isolation.filemode.child import ChildPlugin
@@ -163,7 +164,10 @@ class Servers:
             )
             kept, refused = len(plan.kept_out), len(self.refused)
             if kept or refused:
-                line += f"; {kept} files start without them, {refused} modules are left out"
+                line += (
+                    f"; {counted(kept, 'file')} start without them, "
+                    f"{counted(refused, 'module')} {'is' if refused == 1 else 'are'} left out"
+                )
                 line += " (-v says why)" if verbose < 1 else ""
         lines = [line]
         if loaded is not None:

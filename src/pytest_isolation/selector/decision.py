@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from pytest_isolation.core.words import counted
 from pytest_isolation.selector.scopes import SCOPES
 from pytest_isolation.selector.scopes import Found
 from pytest_isolation.selector.scopes import Selection
@@ -168,9 +169,10 @@ def scope_exceeded(
     share, and ways to narrow (a depth, a scope, batches)."""
     selection = decision.selection
     assert selection is not None
-    of = "" if what == "sources" else f" for {len(decision.sources)} sources"
+    of = "" if what == "sources" else f" for {counted(len(decision.sources), 'source')}"
     lines = [
-        f"isolation: {SCOPE_EXCEEDED}: {count} {what}{of}, over the cap of {cap} "
+        f"isolation: {SCOPE_EXCEEDED}: {counted(count, what.removesuffix('s'), what)}{of}, "
+        f"over the cap of {cap} "
         f"(scope={decision.scope}); nothing was run"
     ]
     per_source = {s: set(selection.per_source[s]) for s in selection.sources}
@@ -211,7 +213,7 @@ def scope_exceeded(
 def empty_reasons(decision: Decision, deleted: set[str]) -> None:
     scope = decision.scope
     lines = [
-        f"isolation: {EMPTY}: no test file maps to the {len(decision.sources)} sources "
+        f"isolation: {EMPTY}: no test file maps to the {counted(len(decision.sources), 'source')} "
         f"(scope={scope})"
     ]
     for source in decision.sources:

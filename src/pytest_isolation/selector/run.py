@@ -17,6 +17,7 @@ from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.names import VERSION
+from pytest_isolation.core.words import counted
 from pytest_isolation.filemode.nodes import ChildCollectionError
 from pytest_isolation.filemode.nodes import ChildTest
 from pytest_isolation.filemode.nodes import IsolatedFile
@@ -248,8 +249,9 @@ class Selector:
         decision.phase = "collect"
         decision.outcome = decide.SCOPE_EXCEEDED
         decision.message = (
-            f"isolation: {decide.SCOPE_EXCEEDED}: {count} tests in {len(decision.tests)} test "
-            f"files after collection, -k and -m, over --isolation-max-items={cap}; nothing was "
+            f"isolation: {decide.SCOPE_EXCEEDED}: {counted(count, 'test')} in "
+            f"{counted(len(decision.tests), 'test file')} after collection, -k and -m, over "
+            f"--isolation-max-items={cap}; nothing was "
             "run. Narrow with -k or -m, a narrower --isolation-scope or --isolation-max-depth, "
             "or fewer --isolation-for paths."
         )
