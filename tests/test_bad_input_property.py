@@ -109,6 +109,24 @@ def _listing(root: Path) -> dict[str, bytes | None]:
     }
 
 
+def _pytest(root: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``pytest -p isolation ARGS`` in ``root``; its output, which must hold
+    neither a traceback nor an internal error."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "isolation", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+    )
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output, output
+    assert "INTERNALERROR" not in output, output
+    return done, output
+
+
 @settings(
     max_examples=40,
     deadline=None,
@@ -134,19 +152,8 @@ def test_any_value_of_any_option_ends_the_run_cleanly(
             (root / "pytest.ini").write_text(f"[pytest]\n{lines}")
         args = [flag if not takes else f"{flag}={value}" for (flag, takes), value in options]
         before = _listing(root)
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "isolation", "-p", "no:cacheprovider", *args],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=ENV,
-            stdin=subprocess.DEVNULL,
-        )
-        output = done.stdout + done.stderr
+        done, output = _pytest(root, "-p", "no:cacheprovider", *args)
         assert done.returncode in (0, 1, 4, 5), output
-        assert "Traceback" not in output, output
-        assert "INTERNALERROR" not in output, output
         if done.returncode == 4:
             assert not (root / "ran").exists(), f"a test ran despite a usage error:\n{output}"
             assert _listing(root) == before, f"a usage error wrote files:\n{output}"
@@ -256,18 +263,7 @@ def test_every_glob_ends_the_run_cleanly(key: str, glob: str) -> None:
     try:
         line = glob if key == "isolation_paths" else f"ISO203: {glob.partition(':')[0]}"
         (root / "pytest.ini").write_text(f"[pytest]\n{key} =\n    {line}\n")
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "isolation", "--isolation-lint=warn"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=ENV,
-            stdin=subprocess.DEVNULL,
-        )
-        output = done.stdout + done.stderr
-        assert "INTERNALERROR" not in output, output
-        assert "Traceback" not in output, output
+        done, output = _pytest(root, "--isolation-lint=warn")
         assert done.returncode in (0, 4), output
         if done.returncode == 4:
             assert f"{key} (ini) line" in output, output
