@@ -455,9 +455,9 @@ class Origin:
     def __init__(self, pid: int, channel: socket.socket) -> None:
         self.pid = pid
         self.channel = channel
-        #: False once the origin has gone (a test killed it): no server can start.
+        #: False once the origin has gone (a test killed it; reaped then): no
+        #: server can start.
         self.alive = True
-        self.reaped = False
 
     @classmethod
     def fork(cls) -> Origin | ServerOrder:
@@ -512,13 +512,12 @@ class Origin:
                 self.alive = not os.waitpid(self.pid, os.WNOHANG)[0]
             except ChildProcessError:  # reaped already (SIGCHLD ignored): gone
                 self.alive = False
-            self.reaped = not self.alive
         return not self.alive
 
     def close(self) -> None:
         """End the origin once its servers have ended, and reap it."""
         self.channel.close()
-        if not self.reaped:
+        if self.alive:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
 
