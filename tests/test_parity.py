@@ -505,6 +505,76 @@ def test_gc_s_referrers_are_those_of_a_plain_run(pytester: pytest.Pytester, star
     assert (pytester.path / "referrers.txt").read_text() == plain
 
 
+def test_gc_collects_a_cycle_through_an_object_made_before_the_fork(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """A child keeps what it inherited frozen (its collector then skips the
+    parent's heap), but a test's ``gc.collect()`` sees everything, as in a
+    plain run: a cycle a conftest made, once unreachable, is collected, and
+    the freeze count is the plain run's."""
+    pytester.makeconftest(
+        """
+        import weakref
+
+        class Node:
+            pass
+
+        HOLDER = [Node()]
+        HOLDER[0].me = HOLDER[0]
+        REF = weakref.ref(HOLDER[0])
+        """
+    )
+    pytester.makepyfile(
+        test_cycle="""
+        import gc
+        import conftest
+
+        def test_freed():
+            conftest.HOLDER.clear()
+            gc.collect()
+            assert conftest.REF() is None
+
+        def test_nothing_frozen_as_seen_from_a_test():
+            assert gc.get_freeze_count() == 0
+        """
+    )
+    run_plain(pytester).assert_outcomes(passed=2)
+    run_file_mode(pytester, start).assert_outcomes(passed=2)
+
+
+def test_a_file_that_never_looks_leaves_the_inherited_objects_frozen(
+    pytester: pytest.Pytester,
+) -> None:
+    """Speed: a forked child's collector, and the last one of its session,
+    leave the parent's heap alone until a test looks at every object; the
+    file's own garbage is still collected at the session's end, as in a
+    plain run (its finalizer's error is reported)."""
+    pytester.makepyfile(
+        test_frozen="""
+        import gc
+        from pytest_isolation.core import frozen
+
+        class Cyclic:
+            def __init__(self):
+                self.me = self
+
+            def __del__(self):
+                raise ValueError("the file's own garbage")
+
+        def test_still_frozen():
+            Cyclic()
+            assert frozen.is_frozen()
+
+        def test_looking_thaws():
+            gc.get_referrers(object())
+            assert not frozen.is_frozen()
+        """
+    )
+    result = run_file_mode(pytester, "fork", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stderr.fnmatch_lines(["*ValueError: the file's own garbage*"])
+
+
 def test_a_test_that_patches_os_write_keeps_its_child_talking(
     pytester: pytest.Pytester, start: str
 ) -> None:

@@ -13,7 +13,6 @@ only, so a child starts light (``lint-imports`` keeps it so).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import sys
@@ -29,6 +28,7 @@ from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.core import frozen
 from pytest_isolation.core import keys
 from pytest_isolation.core import names
 from pytest_isolation.core import placement
@@ -558,13 +558,9 @@ def start_forked(
         message = next(receive(control), None)
     if message is None:  # the parent no longer needs this child
         os._exit(0)
-    # The parent froze its objects before forking (launch._before_fork);
-    # frozen objects are missing from gc.get_objects() and gc.get_referrers(),
-    # which tests and the code they test use (django-extensions' signals).
-    # A wrapper that thawed them at the first call changed what those calls
-    # return (an executing coroutine became a referrer: anyio's refcycle
-    # tests), so every child thaws them first thing.
-    gc.unfreeze()
+    # The parent froze its objects before forking (launch._before_fork):
+    # they stay frozen until a call that would see it (core.frozen).
+    frozen.keep_until_observed()
     childcov.measure_in_fork()
     payload = message[1]
     if parent is None:

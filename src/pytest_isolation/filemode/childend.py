@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import frozen
 from pytest_isolation.core import names
 
 #: pytest's and other plugins' names whose end-of-run work the parent does.
@@ -65,12 +66,13 @@ def unconfigure(session: pytest.Session) -> int:
     """Run the child-side plugins' ``pytest_unconfigure``; return the
     process's exit code (3, pytest's internal error, when it raised).
 
-    The child runs it after telling the parent it finished: pytest's
-    unraisable-exception check collects garbage over the whole heap there,
-    which a forked child shares with its parent (tens of milliseconds, each
-    page it touches copied), while the parent goes on with the next file.
+    The child runs it after telling the parent it finished, while the parent
+    goes on with the next file.  pytest's unraisable-exception check collects
+    garbage there: the objects the file made, not the frozen ones the child
+    inherited, unless the file thawed them (:mod:`pytest_isolation.core.frozen`).
     """
     config = session.config
+    frozen.session_ends()
     unconfigure: Any = config.pluginmanager.subset_hook_caller(
         "pytest_unconfigure", parent_owned(config)
     )

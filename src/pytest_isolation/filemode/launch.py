@@ -36,6 +36,7 @@ from typing import IO
 from typing import Any
 from typing import BinaryIO
 
+from pytest_isolation.core import frozen
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.signals import signal_name
 from pytest_isolation.filemode.lifetime import die_with_parent
@@ -674,7 +675,7 @@ def _run_pytest(control: int, fd: int) -> None:  # pragma: no cover - runs in a 
     """A child of the spawned fork server: wait for the file, then run pytest
     for it in the run's environment and directory, as a spawned child does;
     the child plugin ends the process."""
-    gc.unfreeze()  # what the server froze is this child's own (see serve)
+    frozen.keep_until_observed()  # what the server froze (see serve)
     take_start(control, fd)
     import pytest
 

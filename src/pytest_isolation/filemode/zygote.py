@@ -23,7 +23,6 @@ the parent then uses the fork server that runs all of pytest in each child
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import os
 import socket
@@ -34,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import frozen
 from pytest_isolation.filemode import preload
 from pytest_isolation.filemode.child import restart_capture
 from pytest_isolation.filemode.launch import say_hello
@@ -73,7 +73,7 @@ class Zygote:
         captured = _take_captured(config)
         control, fd = serve(channel, hello)
         # From here on: a child, forked for one file.
-        gc.unfreeze()  # what the server froze is this child's own (see serve)
+        frozen.keep_until_observed()  # what the server froze (see serve)
         config.pluginmanager.unregister(self)
         _become_child(config, control, fd)
         _give_back_captured(config, captured)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import frozen
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Flat
 from pytest_isolation.guard.state import describe
@@ -342,11 +343,11 @@ class _LivePatchers:
             # An instance of a class refers to its class, and the collector's
             # walk for referrers runs in C: about five times faster than a
             # Python loop over ``gc.get_objects()`` on a large heap.
-            found = [
-                candidate
-                for candidate in gc.get_referrers(pytest.MonkeyPatch)
-                if type(candidate) is pytest.MonkeyPatch
-            ]
+            # In a file's child, the walk leaves the inherited objects frozen:
+            # a patcher made before the fork is not one of this file's tests'.
+            with frozen.unobserved():
+                referrers = gc.get_referrers(pytest.MonkeyPatch)
+            found = [candidate for candidate in referrers if type(candidate) is pytest.MonkeyPatch]
             self.known = weakref.WeakSet(found)
             self.base = references - len(found)
             return found
