@@ -13,9 +13,16 @@ Generates synthetic test suites, then times, per suite and side by side:
   conftest (suites that have one: ``100x5-thread``), so the parent has a live thread
 * ``loop``       -- one ``python -m pytest -q -p no:cacheprovider FILE`` per test file, in turn
 * ``cleanslate`` -- the same as ``plain`` with ``-p pytest_cleanslate.plugin --cleanslate``
+* ``xdist-n2``   -- ``plain`` over two pytest-xdist workers: ``-p xdist -n 2``
+* ``fork-n2``    -- ``fork`` over two pytest-xdist workers: ``fork`` plus ``-p xdist -n 2``
+
+Plugin autoloading is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``), so every plugin a mode uses,
+pytest-xdist included, is loaded explicitly with ``-p``.
 
 Repetitions are interleaved (every repetition runs every mode once, the starting mode rotating)
-and the median wall time per mode is reported. See ``benchmarks/README.md``.
+and the median wall time per mode is reported, with its ratio to ``plain``, and the ratios of
+``fork-n2`` to ``xdist-n2`` and of ``fork`` to ``loop`` when both modes of a pair were run.
+See ``benchmarks/README.md``.
 
 Run with the interpreter that has pytest and the plugin installed::
 
@@ -60,6 +67,9 @@ ALL_MODES = (
     "auto-thread",
     "loop",
     "cleanslate",
+    # Over two pytest-xdist workers: the plain baseline first, then file mode.
+    "xdist-n2",
+    "fork-n2",
 )
 BASE_ARGS = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 MODE_ARGS: dict[str, tuple[str, ...]] = {
@@ -78,7 +88,23 @@ MODE_ARGS: dict[str, tuple[str, ...]] = {
     "auto-thread": ("-p", "isolation", "--isolation-mode=file"),
     "loop": (),
     "cleanslate": ("-p", "pytest_cleanslate.plugin", "--cleanslate"),
+    "xdist-n2": ("-p", "xdist", "-n", "2"),
+    "fork-n2": (
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        "--isolation-start=fork",
+        "-p",
+        "xdist",
+        "-n",
+        "2",
+    ),
 }
+#: Modes that need pytest-xdist.
+XDIST_MODES = frozenset({"xdist-n2", "fork-n2"})
+
+#: Ratios of one mode's median to another's, reported when both modes were run.
+PAIRS: tuple[tuple[str, str], ...] = (("fork-n2", "xdist-n2"), ("fork", "loop"))
 
 #: What a mode adds to the environment: the suite's conftest starts a thread when it is set.
 THREAD_ENV = "BENCH_PARENT_THREAD"
@@ -417,6 +443,23 @@ class SuiteResult:
             return None
         return value / plain
 
+    def pair_ratios(self) -> dict[str, dict[str, Any]]:
+        """``median(mode) / median(baseline)`` of every pair in ``PAIRS`` whose two modes
+        were both asked for (``value`` None when either has no median)."""
+        pairs: dict[str, dict[str, Any]] = {}
+        for mode, baseline in PAIRS:
+            if mode not in self.modes or baseline not in self.modes:
+                continue
+            value, base = self.median(mode), self.median(baseline)
+            pairs[f"{mode}/{baseline}"] = {
+                "mode": mode,
+                "baseline": baseline,
+                "mode_median": value,
+                "baseline_median": base,
+                "value": value / base if value is not None and base else None,
+            }
+        return pairs
+
     def targets(self) -> dict[str, dict[str, Any]]:
         fork_ratio = self.ratio("fork")
         fork_oh, cs_oh = self.overhead_ms("fork"), self.overhead_ms("cleanslate")
@@ -599,6 +642,7 @@ def collect_meta(python: str, env: dict[str, str], removed: list[str]) -> dict[s
         "pytest": _dist_version(python, env, "pytest"),
         "pytest_isolation": _dist_version(python, env, "pytest-isolation"),
         "pytest_cleanslate": _dist_version(python, env, "pytest-cleanslate"),
+        "pytest_xdist": _dist_version(python, env, "pytest-xdist"),
         "git": _git_state(),
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"],
@@ -613,6 +657,12 @@ def check_availability(python: str, env: dict[str, str], modes: Sequence[str]) -
         ok, out = _probe(python, env, "import pytest_cleanslate.plugin")
         if not ok:
             missing["cleanslate"] = f"pytest_cleanslate.plugin not importable ({out})"
+    wanted = sorted(XDIST_MODES.intersection(modes))
+    if wanted:
+        ok, out = _probe(python, env, "import xdist.plugin")
+        if not ok:
+            for mode in wanted:
+                missing[mode] = f"pytest-xdist not importable ({out})"
     return missing
 
 
@@ -635,7 +685,8 @@ def render_header(meta: dict[str, Any], runs: int, warmup: int, timeout: float) 
         f"- date: {meta['date']}",
         f"- python: {meta['python_version']} ({meta['implementation']}) at `{meta['python']}`",
         f"- pytest {meta['pytest']}, pytest-isolation {meta['pytest_isolation']}, "
-        f"pytest-cleanslate {meta['pytest_cleanslate'] or 'not installed'}",
+        f"pytest-cleanslate {meta['pytest_cleanslate'] or 'not installed'}, "
+        f"pytest-xdist {meta['pytest_xdist'] or 'not installed'}",
         f"- repository: {meta['git'] or 'unknown'}",
         f"- platform: {meta['platform']}; cpu_count {meta['cpu_count']}, "
         f"usable {meta['cpu_affinity']}",
@@ -686,6 +737,18 @@ def render_suite(result: SuiteResult) -> str:
             notes.append(
                 f"- {mode}: wrote to stderr in {res.stderr_runs}/{len(res.times)} run(s); "
                 f"first line: {res.stderr_first_line!r}"
+            )
+    pairs = result.pair_ratios()
+    if pairs:
+        lines += [
+            "",
+            "| mode / baseline | mode median s | baseline median s | ratio |",
+            "|---|---:|---:|---:|",
+        ]
+        for pair in pairs.values():
+            lines.append(
+                f"| {pair['mode']} / {pair['baseline']} | {_f(pair['mode_median'], '.2f')} "
+                f"| {_f(pair['baseline_median'], '.2f')} | {_f(pair['value'], '.2f')} |"
             )
     t = result.targets()
     fr, fc, sl = t["fork_plain_ratio"], t["fork_overhead_vs_cleanslate"], t["spawn_vs_loop"]
@@ -739,6 +802,7 @@ def to_json(
             "warmup_seconds": result.warmup_seconds,
             "modes": modes,
             "targets": result.targets(),
+            "pair_ratios": result.pair_ratios(),
         }
     return {
         "meta": meta,
