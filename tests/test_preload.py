@@ -15,7 +15,8 @@ from conftest import TIMEOUT
 
 #: A project package beside the tests, on sys.path through ``pythonpath``.
 MYLIB = {
-    "mylib/__init__.py": "import os\nIMPORTED_IN = os.getpid()\n",
+    # Imported by a test module, or before any (by a fork server)?
+    "mylib/__init__.py": "import sys\nBY_A_TEST = any(n[:5] == 'test_' for n in sys.modules)\n",
     "mylib/settings.py": "import os\nMODE = os.environ.get('MYLIB_MODE', 'default')\n",
     "mylib/heavy.py": "VALUE = 'real'\n",
     "mylib/user.py": "from mylib import heavy\n",
@@ -23,18 +24,17 @@ MYLIB = {
 }
 
 #: Files that import the package at the top, as most do.
-PLAIN_FILES = {
-    "tests/test_plain.py": """
-        import os
-        import mylib
-        import mylib.settings
-        import mylib.user
-        import mylib.cwd
+PLAIN = """
+    import mylib
+    import mylib.settings
+    import mylib.user
+    import mylib.cwd
 
-        def test_imported_before_this_process_started():
-            assert (mylib.IMPORTED_IN != os.getpid()) == PRELOADED
-    """,
-}
+    def test_imported_before_this_process_started():
+        assert (not mylib.BY_A_TEST) == PRELOADED
+"""
+#: Two files (a server preloads for at least two).
+PLAIN_FILES = {"tests/test_plain.py": PLAIN, "tests/test_plain_too.py": PLAIN}
 
 
 def write(pytester: pytest.Pytester, files: dict[str, str], preloaded: bool) -> None:
@@ -63,7 +63,7 @@ def run(pytester: pytest.Pytester, preload: str, *args: str) -> pytest.RunResult
 def test_the_server_imports_what_the_test_files_import(pytester: pytest.Pytester) -> None:
     write(pytester, PLAIN_FILES, preloaded=True)
     result = run(pytester, "auto")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         ["isolation: the fork server preloads 4 modules that the test files import (5 with theirs)"]
     )
@@ -72,7 +72,7 @@ def test_the_server_imports_what_the_test_files_import(pytester: pytest.Pytester
 def test_off_imports_in_each_child(pytester: pytest.Pytester) -> None:
     write(pytester, PLAIN_FILES, preloaded=False)
     result = run(pytester, "off")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     assert "preloads" not in result.stdout.str()
 
 
@@ -120,7 +120,7 @@ SENSITIVE = {
             import mylib.settings
             assert mylib.settings.MODE == "lazy"
         """,
-        "it does not import mylib, which the fork server preloads for the others",
+        "it imports nothing that the parent has not loaded",
     ),
     "tests/test_reload.py": (
         """
@@ -159,7 +159,7 @@ def test_a_file_that_could_see_the_difference_starts_without_preloads(
     files = {**PLAIN_FILES, **{name: source for name, (source, _) in SENSITIVE.items()}}
     write(pytester, files, preloaded=True)
     result = run(pytester, "auto", "-v")
-    result.assert_outcomes(passed=1 + len(SENSITIVE))
+    result.assert_outcomes(passed=2 + len(SENSITIVE))
     result.stdout.fnmatch_lines(
         [
             "isolation: the fork server preloads 4 modules * 6 files start without them, "
@@ -202,7 +202,6 @@ def test_a_module_whose_import_could_change_another_file_is_not_preloaded(
         "tests/test_uses_too.py": f"{uses}\ndef test_it():\n    pass\n",
         "tests/test_other.py": """
             import json
-            import os
             import threading
             import mylib
             import mylib.settings
@@ -211,7 +210,7 @@ def test_a_module_whose_import_could_change_another_file_is_not_preloaded(
             def test_no_other_file_s_import_shows():
                 assert json.dumps(1) == "1"
                 assert threading.active_count() == 1
-                assert mylib.IMPORTED_IN != os.getpid()  # preloaded all the same
+                assert mylib.BY_A_TEST is False  # preloaded all the same
         """,
         f"mylib/{name}.py": source,
     }
@@ -227,7 +226,7 @@ def test_a_module_whose_import_could_change_another_file_is_not_preloaded(
         ]
     )
     other = pytester.path / "tests" / "test_other.py"
-    other.write_text(other.read_text().replace("!= os.getpid()", "== os.getpid()"))
+    other.write_text(other.read_text().replace("is False  # preloaded", "is True  #"))
     assert preloaded.parseoutcomes() == run(pytester, "off").parseoutcomes()
 
 
@@ -237,14 +236,14 @@ def test_a_warning_at_import_is_reported_as_in_a_plain_run(pytester: pytest.Pyte
     files = {"tests/test_warns.py": f"{imports}import mylib.warns\n\ndef test_it():\n    pass\n"}
     write(pytester, {**PLAIN_FILES, **files, "mylib/warns.py": source}, preloaded=True)
     result = run(pytester, "auto", "-W", "error::DeprecationWarning")
-    result.assert_outcomes(passed=1, errors=1)  # as plain: the import fails at collection
+    result.assert_outcomes(passed=2, errors=1)  # as plain: the import fails at collection
     assert re.search(r"DeprecationWarning: mylib.warns is old", result.stdout.str())
 
 
 def test_coverage_counts_the_lines_run_at_preload(pytester: pytest.Pytester) -> None:
     write(pytester, PLAIN_FILES, preloaded=True)
     result = run(pytester, "auto", "-p", "pytest_cov", "--cov=mylib", "--cov-report=term")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.re_match_lines([r"mylib[/\\]settings.py\s+2\s+0\s+100%"])
 
 
@@ -259,8 +258,16 @@ def test_an_import_that_hangs_costs_the_file_s_timeout_not_the_run(
         "mylib/hangs.py": "import time\ntime.sleep(600)\n",
     }
     write(pytester, files, preloaded=True)
-    preloaded = run(pytester, "auto", "--isolation-timeout=2", "--isolation-kill-grace=1")
-    preloaded.stdout.fnmatch_lines(["isolation: nothing preloaded: the imports took more than 2 s"])
+    preloaded = run(pytester, "auto", "--isolation-timeout=2", "--isolation-kill-grace=1", "-v")
+    preloaded.stdout.fnmatch_lines(
+        [
+            # The server for the file that does not import mylib.hangs preloads.
+            "isolation: the fork server preloads 2 modules *; 2 files start without them, "
+            "1 module is left out",
+            "isolation:   mylib, mylib.settings, mylib.hangs not preloaded: "
+            "the imports took more than 2 s",
+        ]
+    )
     off = run(pytester, "off", "--isolation-timeout=2", "--isolation-kill-grace=1")
     assert preloaded.parseoutcomes() == off.parseoutcomes()
     preloaded.assert_outcomes(passed=1, errors=2)  # the hanging files time out, as without
@@ -286,10 +293,6 @@ def test_a_file_that_relies_on_another_file_s_import_fails_as_without(
     write(pytester, files, preloaded=True)
     preloaded = run(pytester, "auto", "-v")
     preloaded.assert_outcomes(passed=2, failed=1)
-    preloaded.stdout.fnmatch_lines(
-        [
-            "isolation:   tests/test_relies.py: it does not import mylib.settings, which the "
-            "fork server preloads for the others"
-        ]
-    )
+    # Its own server preloads what it imports first: mylib, not mylib.user.
+    preloaded.stdout.fnmatch_lines(["isolation: 2 fork servers preload 3 modules *"])
     assert preloaded.parseoutcomes() == run(pytester, "off").parseoutcomes()

@@ -148,7 +148,7 @@ class FileModeController:
         #: A forked child prepared ahead of time for the next file, and whether
         #: it comes from the preloading fork server.
         self.warm: Warm | None = None
-        self.warm_preloads = False
+        self.warm_key: tuple[str, ...] = ()
         #: Children started for a file before pytest's loop reached it, by item index.
         self.started: dict[int, Child] = {}
         #: Fork the prepared children of the run (started at the first file).
@@ -530,7 +530,7 @@ class FileModeController:
         and the one for ``more``, forked ahead."""
         servers = self._servers()
         ended = servers.replace_ended()
-        if self.warm is not None and (ended or self.warm_preloads != servers.preloads(*paths)):
+        if self.warm is not None and (ended or self.warm_key != servers.key_for(*paths)):
             self._discard_warm()
         warm = self.warm if self.warm is not None else self._fork_ahead(*paths)
         self.warm = None
@@ -652,7 +652,7 @@ class FileModeController:
             warm = servers.server_for(*paths).fork()
         except ServerEnded:  # a test killed it: server_for starts a new one
             warm = servers.server_for(*paths).fork()
-        self.warm_preloads = servers.preloads(*paths)
+        self.warm_key = servers.key_for(*paths)
         return warm
 
     def _servers(self) -> Servers:
@@ -836,10 +836,9 @@ class FileModeController:
         header can say what it preloaded."""
         servers = self._servers()
         servers.make_plan(paths)
-        first = next((path for path in paths if servers.preloads(path)), None)
-        if first is None or is_worker(self.config):  # a worker forks in xdist's loop
+        if is_worker(self.config):  # a worker forks in xdist's loop, as it needs them
             return
-        servers.server_for(first)
+        servers.start_planned()
         if self.config.option.verbose >= 0:
             for line in servers.lines(self.config.option.verbose):
                 _write_line(self.config, line)

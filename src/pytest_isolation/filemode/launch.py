@@ -442,6 +442,25 @@ class ForkServer:
             self.process.wait()
 
 
+@dataclasses.dataclass
+class PendingServer:
+    """A fork server the origin has forked, still preparing."""
+
+    pid: int
+    channel: socket.socket
+
+    def ready(self, seconds: float | None) -> ForkServer:
+        """The server, once it has said what it prepared; waits at most
+        ``seconds``, else kills it and raises ``TimeoutError``."""
+        try:
+            hello = _read_hello(self.channel, seconds)
+        except TimeoutError:
+            os.kill(self.pid, signal.SIGKILL)  # the origin reaps it
+            self.channel.close()
+            raise
+        return ForkServer(self.pid, self.channel, hello or b"")
+
+
 class Origin:
     """A pristine copy of the parent that forks the run's fork servers.
 
@@ -484,6 +503,11 @@ class Origin:
         """A new fork server, prepared with ``modules`` preloaded (none:
         ``None``).  Waits for it at most ``seconds``, else kills it and raises
         ``TimeoutError``; :class:`ServerEnded` if the origin has gone."""
+        return self.order_server(modules, careful).ready(seconds)
+
+    def order_server(self, modules: list[str] | None, careful: bool) -> PendingServer:
+        """Have a new fork server forked; it prepares while the parent goes
+        on (several prepare at once), until :meth:`PendingServer.ready`."""
         channel, server_end = socket.socketpair()
         order = json.dumps({"modules": modules, "careful": careful}).encode()
         try:
@@ -497,14 +521,7 @@ class Origin:
         if len(reply) < 8:
             channel.close()
             raise ServerEnded("isolation: the origin of the fork servers ended unexpectedly")
-        pid = int.from_bytes(reply, "big")
-        try:
-            hello = _read_hello(channel, seconds)
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)  # the origin reaps it
-            channel.close()
-            raise
-        return ForkServer(pid, channel, hello or b"")
+        return PendingServer(int.from_bytes(reply, "big"), channel)
 
     def ended(self) -> bool:
         """Whether the origin has gone (reaped here if so)."""
@@ -666,7 +683,7 @@ def serve_spawned(fd: int, modules: list[str]) -> None:
 
     from pytest_isolation.filemode import preload
 
-    loaded = preload.load(modules)
+    loaded = preload.load(modules, watched=False)  # plugins, as a forked child's
     hello = json.dumps(dataclasses.asdict(loaded)).encode()
     _run_pytest(*serve(socket.socket(fileno=fd), hello))
 

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_isolation.core import pysource
+from pytest_isolation.filemode import purity
 
 #: The ``sys`` attributes through which a file can change what an import finds.
 _IMPORT_SYSTEM = {"modules", "path", "meta_path", "path_hooks", "path_importer_cache"}
@@ -201,57 +202,88 @@ def _is_test_module(name: str, tests: set[str]) -> bool:
     return name in tests or any(name.startswith(test + ".") for test in tests)
 
 
+#: At most this many preloading fork servers in a run (each is a process,
+#: and each imports its modules once).
+MOST_SERVERS = 6
+#: A server preloads for at least this many files: one file would import its
+#: modules once either way.
+LEAST_FILES = 2
+
+Start = tuple[str, ...]
+
+
 @dataclasses.dataclass
 class Plan:
-    """What the fork server preloads, and the files kept from it."""
+    """Which modules the fork servers preload, and which file starts from which."""
 
-    modules: list[str]
+    #: Test file -> the modules its child starts with loaded: a start of its
+    #: sequence, in its order (``()``: from the server without preloads).
+    starts: dict[Path, Start]
     #: Test file -> why it starts from a server without preloads.
     kept_out: dict[Path, str]
-    #: The files that may start from it -> the modules it imports at its
-    #: top, in order, without those loaded already (see :func:`plan`).
+    #: Test file -> the modules its imports at its top load, in order,
+    #: without those loaded already (see :func:`plan`).
     imports: dict[Path, list[str]] = dataclasses.field(default_factory=dict)
 
-    def narrow(self, modules: list[str]) -> None:
-        """Preload ``modules`` only, in that order (the rest was refused):
-        a file starts from the server when its imports begin with them."""
-        self.modules = modules
-        for path, sequence in self.imports.items():
-            why = _not_first(sequence, modules)
-            if why:
-                self.kept_out[path] = why
-            else:
-                self.kept_out.pop(path, None)
+    @property
+    def servers(self) -> list[Start]:
+        """The preloading servers the files need, in the order of their first file."""
+        return list(dict.fromkeys(start for start in self.starts.values() if start))
+
+    @property
+    def modules(self) -> list[str]:
+        """Every module some server preloads, once each."""
+        return list(dict.fromkeys(name for start in self.servers for name in start))
+
+    def narrow(self, planned: Start, loaded: Start) -> None:
+        """The server planned with ``planned`` preloads ``loaded`` (a start of
+        it) only: the rest was refused."""
+        for path, start in self.starts.items():
+            if start == planned:
+                self.starts[path] = loaded
+
+    def refuse(self, module: str) -> None:
+        """No server preloads ``module``, nor what a file imports after it."""
+        for path, start in self.starts.items():
+            if module in start:
+                self.starts[path] = start[: start.index(module)]
+
+    def why_not(self, path: Path) -> str:
+        """Why ``path``'s child starts without preloads ("": it does not)."""
+        if path in self.kept_out:
+            return self.kept_out[path]
+        if self.starts.get(path):
+            return ""
+        sequence = self.imports.get(path, [])
+        if not sequence:
+            return "it imports nothing that the parent has not loaded"
+        return f"no server preloads its first import, {sequence[0]}"
 
 
-def _not_first(sequence: Sequence[str], modules: Sequence[str]) -> str:
-    """Why a file that loads ``sequence`` cannot start with ``modules``
-    loaded, or ``""`` if its imports begin with them in their order."""
-    for index, module in enumerate(modules):
-        if module not in sequence:
-            return f"it does not import {module}, which the fork server preloads for the others"
-        if sequence[index] != module:
-            return (
-                f"it imports {sequence[index]} before {module}, which the fork server "
-                "preloads first"
-            )
-    return ""
-
-
-def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str], tests: set[str]) -> Plan:
-    """The modules to preload for ``files`` (in run order) and the files kept out.
+def plan(
+    files: Sequence[Path],
+    loaded: Iterable[str],
+    local: set[str],
+    tests: set[str],
+    most: int = MOST_SERVERS,
+) -> Plan:
+    """Which modules to preload for ``files`` (in run order), and for which files.
 
     The modules each file's imports at its top load, in order (a package
     before its modules), once each, without the modules the parent has
-    loaded already (``loaded``), make its sequence.
-    The server preloads the longest start of a sequence that at least half
-    of the files share, up to the first import it must not preload: an
-    ``if`` or ``try`` block of imports, a module of a test file's own
-    directory (``local``: its child finds it there, the server might find
-    another of the same name) or a test module (``tests``).  A file whose
-    sequence does not begin with that list starts without preloads.  So a
-    child holds no module its file would not have loaded before its first
-    test, loaded in the order its file would load it.
+    loaded already (``loaded``), make its sequence.  A sequence is cut
+    before the first import that must not be preloaded: an ``if`` or ``try``
+    block of imports, a module of a test file's own directory (``local``:
+    its child finds it there, a server might find another of the same name)
+    or a test module (``tests``).
+
+    Each server preloads a start of some files' sequences, and a file's
+    child comes from the server with the longest start of its own sequence:
+    so a child holds no module its file would not have loaded before its
+    first test, loaded in the order its file would load it.  The starts are
+    the longest that :data:`LEAST_FILES` files share; while there are more
+    than ``most``, the one the fewest files share gives way to its own start
+    one module shorter.
     """
     already = set(loaded)
     read = {path: read_file(path) for path in files}
@@ -261,22 +293,39 @@ def plan(files: Sequence[Path], loaded: Iterable[str], local: set[str], tests: s
         for path, found in read.items()
         if path not in kept_out
     }
-    starts: dict[tuple[str, ...], int] = {}
-    for sequence in sequences.values():
-        for end, name in enumerate(sequence, 1):
-            if name.startswith("<") or name.partition(".")[0] in local:
-                break
-            if _is_test_module(name, tests):
-                break
-            start = tuple(sequence[:end])
-            starts[start] = starts.get(start, 0) + 1
-    shared: list[tuple[str, ...]] = [
-        start for start, count in starts.items() if 2 * count >= len(sequences)
-    ]
-    longest: tuple[str, ...] = max(shared, key=len) if shared else ()
-    found = Plan([], kept_out, sequences)
-    found.narrow(list(longest))
-    return found
+    usable = {path: _preloadable(sequence, local, tests) for path, sequence in sequences.items()}
+    shared: dict[Start, int] = {}
+    for start in usable.values():
+        for end in range(1, len(start) + 1):
+            shared[start[:end]] = shared.get(start[:end], 0) + 1
+    chosen = {_longest(start, shared) for start in usable.values()} - {()}
+    while len(chosen) > most:
+        fewest = min(chosen, key=lambda start: (shared[start], -len(start)))
+        chosen.remove(fewest)
+        if len(fewest) > 1:
+            chosen.add(fewest[:-1])
+    starts = {path: _longest(start, shared, chosen) for path, start in usable.items()}
+    return Plan(starts, kept_out, sequences)
+
+
+def _preloadable(sequence: Sequence[str], local: set[str], tests: set[str]) -> Start:
+    """The start of ``sequence`` a server may preload."""
+    for end, name in enumerate(sequence):
+        if name.startswith("<") or name.partition(".")[0] in local:
+            return tuple(sequence[:end])
+        if _is_test_module(name, tests):
+            return tuple(sequence[:end])
+    return tuple(sequence)
+
+
+def _longest(start: Start, shared: dict[Start, int], among: set[Start] | None = None) -> Start:
+    """The longest start of ``start`` that enough files share (and that is
+    ``among`` the chosen ones)."""
+    for end in range(len(start), 0, -1):
+        candidate = start[:end]
+        if shared.get(candidate, 0) >= LEAST_FILES and (among is None or candidate in among):
+            return candidate
+    return ()
 
 
 def _loading_order(top: Sequence[str]) -> list[str]:
@@ -334,8 +383,12 @@ class Loaded:
         return f"{who}: {self.why}" if who else self.why
 
 
-def load(modules: Sequence[str], careful: bool = False) -> Loaded:
+def load(modules: Sequence[str], careful: bool = False, watched: bool = True) -> Loaded:
     """Import ``modules`` in order; stop at the first refused one.
+
+    ``watched``: an import that ties itself to its process is refused
+    (:mod:`.purity`); the zygote's plugins are not watched, as a forked
+    child's plugins are the parent's.
 
     The modules that existed before are compared once, at the end; when
     that finds a change, ``careful`` (the next server) compares after each
@@ -349,10 +402,11 @@ def load(modules: Sequence[str], careful: bool = False) -> Loaded:
     loggers = [logger for logger in every if isinstance(logger, logging.Logger)]
     before = _fingerprint(loggers)
     states = _module_states(sys.modules.items())
+    watch = purity.Watch() if watched else None
     with _quiet():
         for name in modules:
             known = set(sys.modules)
-            why = _import_one(name) or _compare(before, _fingerprint(loggers))
+            why = _import_one(name, watch) or _compare(before, _fingerprint(loggers))
             if not why and careful:
                 why = _changed_modules(states)
             if why:
@@ -365,12 +419,13 @@ def load(modules: Sequence[str], careful: bool = False) -> Loaded:
     return Loaded(done, total=len(sys.modules) - count)
 
 
-def _import_one(name: str) -> str:
+def _import_one(name: str, watch: purity.Watch | None) -> str:
     threads = _thread_count()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            importlib.import_module(name)
+            with watch.watching() if watch else contextlib.nullcontext():
+                importlib.import_module(name)
         except BaseException as error:  # any failure refuses the module
             return f"its import raised {type(error).__name__}"
     if caught:
@@ -378,6 +433,8 @@ def _import_one(name: str) -> str:
         return f"its import warns ({first.category.__name__}: {str(first.message)[:80]})"
     if _thread_count() != threads:
         return "its import starts a thread"
+    if watch and watch.found:
+        return f"its import {watch.found}"
     return ""
 
 

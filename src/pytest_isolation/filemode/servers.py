@@ -21,6 +21,7 @@ from pytest_isolation.filemode.child import prepare_forked
 from pytest_isolation.filemode.child import start_forked
 from pytest_isolation.filemode.launch import ForkServer
 from pytest_isolation.filemode.launch import Origin
+from pytest_isolation.filemode.launch import PendingServer
 from pytest_isolation.filemode.launch import ServerOrder
 from pytest_isolation.filemode.launch import serve
 from pytest_isolation.filemode.nodes import module_name
@@ -37,9 +38,10 @@ ATTEMPTS = 4
 PRELOAD_SECONDS = 120.0
 #: Printed whenever a server preloads: how its children differ from a fresh `pytest FILE`'s.
 PRELOAD_CAVEAT = (
-    "isolation: every file's child shares what the preloaded imports made (a temporary "
-    "directory, the pid, a lock), where a fresh `pytest FILE` makes its own; "
-    "--isolation-preload=off does not preload"
+    "isolation: a preloaded module is imported once, in a fork server, and each file's child "
+    "gets a copy: an import that read the pid, the clock or random bytes, or made a temporary "
+    "file, a socket or a process, was refused, but what a C extension does at import is not "
+    "seen; --isolation-preload=off does not preload"
 )
 
 
@@ -57,16 +59,17 @@ class Servers:
         #: Forks the servers (``None``: they cannot start).
         self.origin = origin
         self.on = on
-        #: How long the preloading server may take: as a file's child, if less.
+        #: How long a preloading server may take: as a file's child, if less.
         self.seconds = PRELOAD_SECONDS if timeout is None else min(timeout, PRELOAD_SECONDS)
         self.plan: preload.Plan | None = None
-        #: Module -> why the server left it out.
+        #: Module -> why no server preloads it.
         self.refused: dict[str, str] = {}
-        #: What the preloading server imported; None until it started.
-        self.preloaded: preload.Loaded | None = None
-        #: Why nothing is preloaded, when that was found at run time.
-        self.stopped = ""
-        self._servers: dict[bool, ForkServer] = {}
+        #: What each preloading server imported, by the modules it preloads.
+        self.preloaded: dict[preload.Start, preload.Loaded] = {}
+        #: Planned start -> why nothing of it is preloaded, found at run time.
+        self.stopped: dict[preload.Start, str] = {}
+        #: The running servers, by what they preload (``()``: nothing).
+        self._servers: dict[preload.Start, ForkServer] = {}
 
     def make_plan(self, files: Sequence[Path]) -> None:
         """What to preload for ``files`` (in run order); nothing when off."""
@@ -75,13 +78,26 @@ class Servers:
         tests = {module_name(path) for path in files}
         self.plan = preload.plan(files, sys.modules, preload.local_names(files, sys.path), tests)
 
-    def preloads(self, *paths: Path) -> bool:
-        """Whether the child for ``paths`` (a shared process runs several files)
-        comes from the preloading server."""
+    def start_planned(self) -> None:
+        """Start every preloading server the plan asks for, all preparing at
+        once (so that the header can say what they preload)."""
+        if self.plan is not None:
+            self._preload(set(self.plan.servers))
+
+    def key_for(self, *paths: Path) -> preload.Start:
+        """What the child for ``paths`` (a shared process runs several files)
+        starts with loaded: the longest start all their plans share."""
         plan = self.plan
-        if plan is None or not plan.modules or self.stopped:
-            return False
-        return not any(path in plan.kept_out for path in paths)
+        if plan is None:
+            return ()
+        starts = [plan.starts.get(path, ()) for path in paths]
+        common = starts[0]
+        for start in starts[1:]:
+            end = 0
+            while end < min(len(common), len(start)) and common[end] == start[end]:
+                end += 1
+            common = common[:end]
+        return common
 
     def replace_ended(self) -> bool:
         """Close the servers that have gone (a test killed one), so the next
@@ -93,55 +109,76 @@ class Servers:
 
     def server_for(self, *paths: Path) -> ForkServer:
         self.replace_ended()
-        want = self.preloads(*paths)
-        if want and True not in self._servers:
-            server = self._start_preloading()
-            if server is None:
-                want = False
-            else:
-                self._servers[True] = server
-        if not want and False not in self._servers:
-            self._servers[False] = self._start(None)
-        return self._servers[want]
+        key = self.key_for(*paths)
+        if key and key not in self._servers:
+            self._preload({key})
+            key = self.key_for(*paths)  # what of it could be preloaded
+        if key not in self._servers:
+            self._servers[key] = self._start(None)
+        return self._servers[key]
 
-    def _start_preloading(self) -> ForkServer | None:
-        """The preloading server; each module it refuses costs a server (the one
-        in which it was imported is not used).  None when nothing can be
-        preloaded."""
+    def _preload(self, wanted: set[preload.Start]) -> None:
+        """Start a server for each of ``wanted``, all preparing at once.  A
+        server that refuses a module is not used: the plan then preloads
+        what comes before it (for every file), and a new server starts, up
+        to :data:`ATTEMPTS` rounds; what still has none preloads nothing."""
         assert self.plan is not None
-        modules = list(self.plan.modules)
-        careful = False
-        why = f"{ATTEMPTS} servers found modules to refuse"
+        careful: set[preload.Start] = set()
+        wanted = {self._cut(start) for start in wanted}
         for _ in range(ATTEMPTS):
-            try:
-                server = self._start(modules, careful)
-            except TimeoutError:
-                why = f"the imports took more than {self.seconds:g} s"
-                break
-            try:
-                loaded = preload.Loaded(**json.loads(server.hello))
-            except (ValueError, TypeError):
-                loaded = preload.Loaded([], "", "the fork server ended while preloading")
-            if not loaded.why:
-                self.preloaded = loaded
-                self.plan.narrow(loaded.modules)
-                return server
-            server.close()
-            if loaded.refused:
-                # The files that start from the server import the preloaded
-                # modules first, in order: none of them imports the ones after
-                # a refused module before it.
-                self.refused[loaded.refused] = loaded.why
-                modules = modules[: modules.index(loaded.refused)]
-                if not modules:
-                    why = loaded.reason()
-                    break
-            elif careful or not server.hello:
-                why = loaded.why
-                break
-            careful = not loaded.refused  # find which module made the change
-        self.stopped = why
-        return None
+            wanted = (
+                {start for start in wanted if start} - self._servers.keys() - self.stopped.keys()
+            )
+            if not wanted:
+                return
+            pending = [(start, self._order(start, start in careful)) for start in sorted(wanted)]
+            for start, server in pending:
+                try:
+                    ready = server.ready(self.seconds)
+                except TimeoutError:
+                    self._give_up(start, f"the imports took more than {self.seconds:g} s")
+                    continue
+                try:
+                    loaded = preload.Loaded(**json.loads(ready.hello))
+                except (ValueError, TypeError):
+                    loaded = preload.Loaded([], "", "the fork server ended while preloading")
+                if not loaded.why:
+                    self.preloaded[start] = loaded
+                    self._servers[start] = ready
+                    continue
+                ready.close()
+                if loaded.refused:
+                    # A file that starts from it imports its modules first,
+                    # in order: none imports those after a refused one before it.
+                    self.refused[loaded.refused] = loaded.why
+                    self.plan.refuse(loaded.refused)
+                elif start in careful or not ready.hello:
+                    self._give_up(start, loaded.why)
+                else:
+                    careful.add(start)  # find which module made the change
+            wanted = {self._cut(start) for start in wanted}
+        for start in wanted - self._servers.keys() - self.stopped.keys():
+            if start:
+                self._give_up(start, f"{ATTEMPTS} servers found modules to refuse")
+
+    def _cut(self, start: preload.Start) -> preload.Start:
+        """``start`` up to its first refused module."""
+        for index, name in enumerate(start):
+            if name in self.refused:
+                return start[:index]
+        return start
+
+    def _order(self, start: preload.Start, careful: bool) -> PendingServer:
+        origin = self.origin
+        if origin is None or origin.ended():
+            raise OriginEnded("isolation: the origin of the fork servers has ended")
+        return origin.order_server(list(start), careful)
+
+    def _give_up(self, start: preload.Start, why: str) -> None:
+        """Nothing of ``start`` is preloaded: its files start without preloads."""
+        assert self.plan is not None
+        self.stopped[start] = why
+        self.plan.narrow(start, ())
 
     def _start(self, modules: list[str] | None, careful: bool = False) -> ForkServer:
         origin = self.origin
@@ -152,33 +189,45 @@ class Servers:
 
     def lines(self, verbose: int) -> list[str]:
         """What was preloaded and what was kept out; the reasons with ``-v``."""
-        plan, loaded = self.plan, self.preloaded
-        if plan is None or not plan.modules:
+        plan = self.plan
+        if plan is None or not (self.preloaded or self.refused or self.stopped):
             return []
-        if loaded is None:
-            line = f"isolation: nothing preloaded: {self.stopped}"
-        else:
-            line = (
-                f"isolation: the fork server preloads {len(loaded.modules)} modules that the "
-                f"test files import ({loaded.total} with theirs)"
+        preloaded = [self.preloaded[start] for start in plan.servers if start in self.preloaded]
+        if not preloaded:
+            reasons = [*self.stopped.values()] or [
+                f"{module}: {why}" for module, why in self.refused.items()
+            ]
+            return [f"isolation: nothing preloaded: {reasons[0]}"]
+        modules = len({name for loaded in preloaded for name in loaded.modules})
+        total = sum(loaded.total for loaded in preloaded)
+        servers = (
+            "the fork server preloads"
+            if len(preloaded) == 1
+            else (f"{len(preloaded)} fork servers preload")
+        )
+        line = (
+            f"isolation: {servers} {counted(modules, 'module')} that the test files import "
+            f"({total} with theirs)"
+        )
+        kept = [path for path in plan.starts if not plan.starts[path]] + list(plan.kept_out)
+        loaded = {name for start in self.preloaded for name in start}
+        stopped = {name for start in self.stopped for name in start} - loaded
+        refused = len(self.refused.keys() | stopped)
+        if kept or refused:
+            line += (
+                f"; {counted(len(kept), 'file')} start without them, "
+                f"{counted(refused, 'module')} {'is' if refused == 1 else 'are'} left out"
             )
-            kept, refused = len(plan.kept_out), len(self.refused)
-            if kept or refused:
-                line += (
-                    f"; {counted(kept, 'file')} start without them, "
-                    f"{counted(refused, 'module')} {'is' if refused == 1 else 'are'} left out"
-                )
-                line += " (-v says why)" if verbose < 1 else ""
-        lines = [line]
-        if loaded is not None:
-            lines.append(PRELOAD_CAVEAT)
+            line += " (-v says why)" if verbose < 1 else ""
+        lines = [line, PRELOAD_CAVEAT]
         if verbose >= 1:
             where = self.session.config.invocation_params.dir
-            if loaded is not None:
-                for path, why in plan.kept_out.items():
-                    lines.append(f"isolation:   {os.path.relpath(path, where)}: {why}")
+            for path in kept:
+                lines.append(f"isolation:   {os.path.relpath(path, where)}: {plan.why_not(path)}")
             for module, why in self.refused.items():
                 lines.append(f"isolation:   {module} not preloaded: {why}")
+            for start, why in self.stopped.items():
+                lines.append(f"isolation:   {', '.join(start)} not preloaded: {why}")
         return lines
 
     def close(self) -> None:

@@ -63,7 +63,7 @@ class Zygote:
             why = f"a thread runs after pytest's start-up ({', '.join(sorted(others))})"
             loaded = preload.Loaded([], "", why)
         else:
-            loaded = preload.load(self.modules)
+            loaded = preload.load(self.modules, watched=False)  # plugins, as the parent's
         hello = json.dumps(dataclasses.asdict(loaded)).encode()
         if loaded.why:  # the parent does not use a server in which that ran
             say_hello(channel, hello)
