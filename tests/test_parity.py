@@ -416,6 +416,33 @@ def test_every_file_starts_from_the_run_s_environment(
     result.assert_outcomes(passed=3)
 
 
+def test_a_child_makes_no_node_for_the_other_files(pytester: pytest.Pytester, start: str) -> None:
+    """Speed: pytest's collection of a named file makes a node for every
+    other file of its directory first; the parent has made those once for
+    the run, and no child makes them again (a spawned child prunes them)."""
+    pytester.makeconftest(
+        """
+        import os
+
+        def pytest_collect_file(file_path, parent):
+            if file_path.suffix == ".py" and file_path.name.startswith("test_"):
+                with open(os.path.join(os.path.dirname(__file__), "seen.txt"), "a") as out:
+                    out.write(f"{os.getpid()} {file_path.name}\\n")
+        """
+    )
+    for name in ("test_1.py", "test_2.py", "test_3.py"):
+        pytester.makepyfile(**{name[:-3]: "def test_x():\n    pass\n"})
+    run_file_mode(pytester, start).assert_outcomes(passed=3)
+    seen: dict[str, set[str]] = {}
+    for line in (pytester.path / "seen.txt").read_text().splitlines():
+        pid, name = line.split()
+        seen.setdefault(pid, set()).add(name)
+    everything = {"test_1.py", "test_2.py", "test_3.py"}
+    assert sum(names == everything for names in seen.values()) == 1  # the parent's
+    children = [names for names in seen.values() if names != everything]
+    assert sorted(len(names) for names in children) == [1, 1, 1]
+
+
 def test_a_package_fixture_runs_once_per_file(pytester: pytest.Pytester, start: str) -> None:
     """Documented: each file's process is a session of its own, so a
     package-scoped fixture of a package with two test files runs twice."""

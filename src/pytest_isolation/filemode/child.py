@@ -95,6 +95,8 @@ class ChildPlugin:
         self.runs: list[_FileRun] = []
         #: How the run was interrupted, if it was.
         self.interruption: Interruption | None = None
+        #: While a spawned child collects: its files and their directories.
+        self.wanted: set[Path] = set()
 
     def start(self, spec: ChildSpec, parent_collector: pytest.Collector | None) -> None:
         self.spec = spec
@@ -124,8 +126,12 @@ class ChildPlugin:
         try:
             if self.parent_collector is None:
                 session.config.args = paths
-                with named_as_in_the_run(session, set(paths) - set(self.spec.named)):
-                    session.perform_collect()
+                self.wanted = _with_directories(paths)
+                try:
+                    with named_as_in_the_run(session, set(paths) - set(self.spec.named)):
+                        session.perform_collect()
+                finally:
+                    self.wanted = set()
             else:
                 self._collect_forked(session, self._parents(session, self.parent_collector))
         finally:
@@ -139,6 +145,17 @@ class ChildPlugin:
             used = {name for item in session.items for name in _fixtures_of(item) if name in asked}
             self.sender.send(USES, names=sorted(used))
         return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        """A spawned child collects its files from its arguments, as ``pytest
+        FILE`` does, but not the other files and directories beside each
+        directory on the way, which pytest would make a node for (without
+        importing it) before it finds the one named: the parent made those
+        once for the run, and a forked child never makes them."""
+        if self.wanted and collection_path not in self.wanted:
+            return True
+        return None
 
     def _parents(
         self, session: pytest.Session, first: pytest.Collector
@@ -353,6 +370,15 @@ class ChildPlugin:
             self.interruption = Interruption(error.msg, error.returncode)
         else:
             raise error
+
+
+def _with_directories(paths: list[str]) -> set[Path]:
+    """``paths`` and every directory above them."""
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        found.add(path)
+        found.update(path.parents)
+    return found
 
 
 def _fixtures_of(item: pytest.Item) -> list[str]:
