@@ -97,6 +97,22 @@ PER_PROCESS = {
                 assert locklib.LOCK.acquire(blocking=False)
         """,
     ),
+    "capture stream bound": (
+        {
+            "saylib.py": """
+                from sys import stdout
+                def say(text):
+                    stdout.write(text)
+            """
+        },
+        """
+            import saylib
+
+            def test_said(capsys):
+                saylib.say("hi")
+                assert capsys.readouterr().out == ""  # bound before capsys began
+        """,
+    ),
 }
 
 
@@ -119,6 +135,7 @@ REFUSED_BECAUSE = {
     "temp directory": "cachelib: its import makes a temporary directory",
     "pid": "mylib: its import reads the process id (os.getpid)",
     "lock held": "",
+    "capture stream bound": "saylib: its import keeps a reference to sys.stdout or sys.stderr",
 }
 
 
