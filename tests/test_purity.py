@@ -105,6 +105,20 @@ PURE = {
         "import pathlib\nDATA = (pathlib.Path(__file__).parent / 'data.txt').read_text()\n"
     ),
     "platform": "import platform, sys\nKIND = (sys.platform, platform.python_version())\n",
+    # The watch compares by identity: a class whose ``__eq__`` fails while
+    # it is being made (typing_extensions' Protocol) is not called.
+    "fragile equality": (
+        "class Meta(type):\n"
+        "    def __eq__(cls, other):\n"
+        "        return NOT_YET_DEFINED\n"
+        "    __hash__ = type.__hash__\n"
+        "class Base(metaclass=Meta):\n"
+        "    def __init_subclass__(cls, **kwargs):\n"
+        "        super().__init_subclass__(**kwargs)\n"
+        "class Child(Base):\n"
+        "    pass\n"
+        "NOT_YET_DEFINED = True\n"
+    ),
 }
 
 
