@@ -159,10 +159,12 @@ class Watch:
             owner = getattr(arg, "__self__", None)
             if owner is random._inst:  # the functions of the random module are its methods
                 self.found = f"uses the random module's shared generator (random.{arg.__name__})"
-            elif any(owner is clock for clock in _CLOCK_CLASSES) and arg.__name__ in _CLOCK_METHODS:
+            elif arg.__name__ in _CLOCK_METHODS:
                 # Identity only: ``in`` would call the owner's ``__eq__``, the
                 # code under import (typing_extensions' Protocol raises there).
-                self.found = f"reads the clock ({owner.__name__}.{arg.__name__})"
+                for clock in _CLOCK_CLASSES:
+                    if owner is clock:
+                        self.found = f"reads the clock ({clock.__name__}.{arg.__name__})"
         elif event == "call":
             code = frame.f_code
             caller = frame.f_back
