@@ -98,13 +98,6 @@ def keep_until_observed() -> None:
     _state.keep()
 
 
-def thaw() -> None:
-    """Thaw what the child inherited, now (a spawned child's server, and
-    anything that must see every object)."""
-    _state.thaw()
-    gc.unfreeze()
-
-
 def is_frozen() -> bool:
     """Whether what this child inherited is still frozen."""
     return _state.frozen

@@ -16,7 +16,6 @@ import unittest
 from typing import Any
 
 import pytest
-from _pytest.runner import call_and_report
 
 
 def run_phase(
@@ -25,6 +24,10 @@ def run_phase(
     """One phase (``setup``, ``call`` or ``teardown``) as pytest runs it: its
     hook, its report made by ``pytest_runtest_makereport``, logged if
     ``log``, and ``--pdb`` on its exception."""
+    # Private pytest API, unavoidable (see the module's docstring); the test
+    # named there fails loudly if it changes.
+    from _pytest.runner import call_and_report
+
     kwds: dict[str, Any] = {"nextitem": nextitem} if when == "teardown" else {}
     return call_and_report(item, when, log, **kwds)  # type: ignore[arg-type]
 

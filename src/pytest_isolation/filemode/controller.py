@@ -145,8 +145,8 @@ class FileModeController:
         self.notfound: list[str] = []
         #: The SIGTERM/SIGHUP handlers to put back when the session finishes.
         self.ending: dict[int, Any] = {}
-        #: A forked child prepared ahead of time for the next file, and whether
-        #: it comes from the preloading fork server.
+        #: A forked child prepared ahead of time for the next file, and the
+        #: modules its fork server preloaded.
         self.warm: Warm | None = None
         self.warm_key: tuple[str, ...] = ()
         #: Children started for a file before pytest's loop reached it, by item index.

@@ -497,14 +497,6 @@ class Origin:
         origin_end.close()
         return cls(pid, channel)
 
-    def start_server(
-        self, modules: list[str] | None, careful: bool, seconds: float | None
-    ) -> ForkServer:
-        """A new fork server, prepared with ``modules`` preloaded (none:
-        ``None``).  Waits for it at most ``seconds``, else kills it and raises
-        ``TimeoutError``; :class:`ServerEnded` if the origin has gone."""
-        return self.order_server(modules, careful).ready(seconds)
-
     def order_server(self, modules: list[str] | None, careful: bool) -> PendingServer:
         """Have a new fork server forked; it prepares while the parent goes
         on (several prepare at once), until :meth:`PendingServer.ready`."""

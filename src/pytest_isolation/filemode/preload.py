@@ -230,11 +230,6 @@ class Plan:
         """The preloading servers the files need, in the order of their first file."""
         return list(dict.fromkeys(start for start in self.starts.values() if start))
 
-    @property
-    def modules(self) -> list[str]:
-        """Every module some server preloads, once each."""
-        return list(dict.fromkeys(name for start in self.servers for name in start))
-
     def narrow(self, planned: Start, loaded: Start) -> None:
         """The server planned with ``planned`` preloads ``loaded`` (a start of
         it) only: the rest was refused."""
@@ -311,9 +306,7 @@ def plan(
 def _preloadable(sequence: Sequence[str], local: set[str], tests: set[str]) -> Start:
     """The start of ``sequence`` a server may preload."""
     for end, name in enumerate(sequence):
-        if name.startswith("<") or name.partition(".")[0] in local:
-            return tuple(sequence[:end])
-        if _is_test_module(name, tests):
+        if name.startswith("<") or name.partition(".")[0] in local or _is_test_module(name, tests):
             return tuple(sequence[:end])
     return tuple(sequence)
 

@@ -114,7 +114,7 @@ class Servers:
             self._preload({key})
             key = self.key_for(*paths)  # what of it could be preloaded
         if key not in self._servers:
-            self._servers[key] = self._start(None)
+            self._servers[key] = self._order(None).ready(None)
         return self._servers[key]
 
     def _preload(self, wanted: set[preload.Start]) -> None:
@@ -126,12 +126,10 @@ class Servers:
         careful: set[preload.Start] = set()
         wanted = {self._cut(start) for start in wanted}
         for _ in range(ATTEMPTS):
-            wanted = (
-                {start for start in wanted if start} - self._servers.keys() - self.stopped.keys()
-            )
+            wanted = self._undecided(wanted)
             if not wanted:
                 return
-            pending = [(start, self._order(start, start in careful)) for start in sorted(wanted)]
+            pending = [(s, self._order(list(s), s in careful)) for s in sorted(wanted)]
             for start, server in pending:
                 try:
                     ready = server.ready(self.seconds)
@@ -157,9 +155,12 @@ class Servers:
                 else:
                     careful.add(start)  # find which module made the change
             wanted = {self._cut(start) for start in wanted}
-        for start in wanted - self._servers.keys() - self.stopped.keys():
-            if start:
-                self._give_up(start, f"{ATTEMPTS} servers found modules to refuse")
+        for start in self._undecided(wanted):
+            self._give_up(start, f"{ATTEMPTS} servers found modules to refuse")
+
+    def _undecided(self, wanted: set[preload.Start]) -> set[preload.Start]:
+        """The starts of ``wanted`` that have neither a server nor a reason for none."""
+        return {start for start in wanted if start} - self._servers.keys() - self.stopped.keys()
 
     def _cut(self, start: preload.Start) -> preload.Start:
         """``start`` up to its first refused module."""
@@ -168,24 +169,18 @@ class Servers:
                 return start[:index]
         return start
 
-    def _order(self, start: preload.Start, careful: bool) -> PendingServer:
+    def _order(self, modules: list[str] | None, careful: bool = False) -> PendingServer:
+        """A new server from the origin, preloading ``modules`` (``None``: nothing)."""
         origin = self.origin
         if origin is None or origin.ended():
             raise OriginEnded("isolation: the origin of the fork servers has ended")
-        return origin.order_server(list(start), careful)
+        return origin.order_server(modules, careful)
 
     def _give_up(self, start: preload.Start, why: str) -> None:
         """Nothing of ``start`` is preloaded: its files start without preloads."""
         assert self.plan is not None
         self.stopped[start] = why
         self.plan.narrow(start, ())
-
-    def _start(self, modules: list[str] | None, careful: bool = False) -> ForkServer:
-        origin = self.origin
-        if origin is None or origin.ended():
-            raise OriginEnded("isolation: the origin of the fork servers has ended")
-        seconds = None if modules is None else self.seconds
-        return origin.start_server(modules, careful, seconds)
 
     def lines(self, verbose: int) -> list[str]:
         """What was preloaded and what was kept out; the reasons with ``-v``."""
