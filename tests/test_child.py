@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_isolation.filemode import junit
-from pytest_isolation.filemode.child import _detach_terminal
+from pytest_isolation.filemode.child.plugin import _detach_terminal
 
 
 def test_detached_terminal_keeps_the_terminal_writer(pytester: pytest.Pytester) -> None:
@@ -38,7 +38,7 @@ def test_the_fd_capture_is_where_the_child_looks(pytester: pytest.Pytester) -> N
     pytester.makepyfile(
         test_fence="""
         import sys
-        from pytest_isolation.filemode.child import _fd_capture_files
+        from pytest_isolation.filemode.child.plugin import _fd_capture_files
 
         def test_found(pytestconfig):
             found = _fd_capture_files(pytestconfig)

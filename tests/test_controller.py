@@ -15,9 +15,9 @@ from conftest import FILE_MODE
 from conftest import TIMEOUT
 from conftest import run_file_mode
 from conftest import run_plain
-from pytest_isolation.filemode.controller import _CHILD_SELECTION_OPTIONS
-from pytest_isolation.filemode.controller import selection_deferred_to_children
-from pytest_isolation.filemode.controller import shared_basetemp
+from pytest_isolation.filemode.parent.collecting import _CHILD_SELECTION_OPTIONS
+from pytest_isolation.filemode.parent.collecting import selection_deferred_to_children
+from pytest_isolation.filemode.parent.starting import shared_basetemp
 
 RECORD_PIDS = """
     import os

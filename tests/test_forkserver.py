@@ -214,7 +214,7 @@ def test_a_start_up_that_fails_in_the_zygote_leaves_it_to_each_child(
     pytester.makeconftest(
         """
         import sys
-        if "pytest_isolation.filemode.zygote" in sys.modules:
+        if "pytest_isolation.filemode.server.zygote" in sys.modules:
             raise ImportError("not in the zygote")
         """
     )

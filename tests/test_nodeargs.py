@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_isolation.core.nodeid import matches
-from pytest_isolation.filemode.nodeargs import split_node_args
+from pytest_isolation.filemode.parent.nodeargs import split_node_args
 
 ROOT = Path("/work/suite")
 

@@ -23,7 +23,7 @@ from conftest import TIMEOUT
 LOAD = """
 import dataclasses, json, sys
 import pytest
-from pytest_isolation.filemode import preload
+from pytest_isolation.filemode.server import preload
 print(json.dumps(dataclasses.asdict(preload.load(sys.argv[1:]))))
 """
 

@@ -224,7 +224,7 @@ class InputCheck:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     child = os.environ.get(CHILD_ENV)
     if child is not None:  # before any plugin's configure asks if it is an xdist worker
-        from pytest_isolation.filemode.child import adopt_worker_identity
+        from pytest_isolation.filemode.child.plugin import adopt_worker_identity
         from pytest_isolation.filemode.wire import ChildSpec
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
@@ -279,7 +279,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.mode == "off" and settings.mode_from == "isolation_mode (ini)":
         config.pluginmanager.register(LateOptIn(config), names.LATE_OPT_IN)
     if child is not None:
-        from pytest_isolation.filemode.child import install_spawned
+        from pytest_isolation.filemode.child.plugin import install_spawned
         from pytest_isolation.filemode.wire import ChildSpec
 
         install_spawned(config, ChildSpec.from_env(child))
@@ -287,7 +287,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _register_xdist(config, settings.mode == "file"):
         return  # an xdist controller: its workers collect and run the files
     if settings.mode == "file" and not lists_fixtures:
-        from pytest_isolation.filemode.controller import FileModeController
+        from pytest_isolation.filemode.parent.controller import FileModeController
         from pytest_isolation.filemode.plugins import check_compatible
 
         check_compatible(config)
@@ -339,7 +339,7 @@ def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
     if is_worker(config):
         config.pluginmanager.register(WorkerOutput(config), names.XDIST_OUTPUT)
         if file_mode:
-            from pytest_isolation.filemode.xdist import WorkerFileMode
+            from pytest_isolation.filemode.parent.xdist import WorkerFileMode
 
             config.pluginmanager.register(WorkerFileMode(config), names.XDIST_WORKER)
         return False
@@ -347,8 +347,8 @@ def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
         return False
     config.pluginmanager.register(ControllerInput(config), names.XDIST_OUTPUT)
     if file_mode:
+        from pytest_isolation.filemode.parent.xdist import ControllerFileMode
         from pytest_isolation.filemode.plugins import check_compatible
-        from pytest_isolation.filemode.xdist import ControllerFileMode
 
         check_compatible(config)
         config.pluginmanager.register(ControllerFileMode(config), names.XDIST_CONTROLLER)

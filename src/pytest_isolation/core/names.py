@@ -48,7 +48,7 @@ PARENT_ONLY = (CONTROLLER, SHARDING, RUN_REPORT)
 CHILD_CONFIGURE_IMPORTS = (
     "pdb",
     "pytest_isolation.diagnose.patches",
-    "pytest_isolation.filemode.child",
+    "pytest_isolation.filemode.child.plugin",
     "pytest_isolation.filemode.plugins",
     "pytest_isolation.guard.watch",
 )

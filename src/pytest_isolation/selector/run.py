@@ -18,10 +18,10 @@ from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.names import VERSION
 from pytest_isolation.core.words import counted
-from pytest_isolation.filemode.nodes import ChildCollectionError
-from pytest_isolation.filemode.nodes import ChildTest
-from pytest_isolation.filemode.nodes import IsolatedFile
-from pytest_isolation.filemode.nodes import IsolatedFileItem
+from pytest_isolation.filemode.parent.nodes import ChildCollectionError
+from pytest_isolation.filemode.parent.nodes import ChildTest
+from pytest_isolation.filemode.parent.nodes import IsolatedFile
+from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
 from pytest_isolation.selector import decision as decide
 from pytest_isolation.selector import inputs
 from pytest_isolation.selector.decision import Caps

@@ -41,7 +41,7 @@ else:  # pytest's own dependency before 3.11
 from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
 from pytest_isolation.core.shared import flush_files
-from pytest_isolation.filemode.child import global_capture
+from pytest_isolation.filemode.child.plugin import global_capture
 
 #: How a fixture's set-up can fail; pytest keeps the failure as its value.
 _SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_isolation.core.nodeid import file_of
-from pytest_isolation.filemode.nodes import IsolatedFileItem
+from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
 
 
 def select_files(config: pytest.Config, items: list[pytest.Item]) -> None:

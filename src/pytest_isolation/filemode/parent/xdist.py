@@ -19,11 +19,11 @@ from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
-from pytest_isolation.filemode.childend import apply_raised_status
-from pytest_isolation.filemode.childend import write_raised_status
-from pytest_isolation.filemode.nodeargs import fail_if_not_found
-from pytest_isolation.filemode.nodeargs import write_not_found
-from pytest_isolation.filemode.nodes import ChildTest
+from pytest_isolation.filemode.child.session_end import apply_raised_status
+from pytest_isolation.filemode.child.session_end import write_raised_status
+from pytest_isolation.filemode.parent.nodeargs import fail_if_not_found
+from pytest_isolation.filemode.parent.nodeargs import write_not_found
+from pytest_isolation.filemode.parent.nodes import ChildTest
 
 
 class WorkerFileMode:

@@ -2,7 +2,7 @@
 
 The child collects one test file, runs its items through pytest's ordinary
 runtest protocol and streams every hook the parent must replay over the pipe.
-It ends its session like a pytest-xdist worker (:mod:`.childend`): the
+It ends its session like a pytest-xdist worker (:mod:`.session_end`): the
 plugins living in it finish there, the parent finishes the terminal, junit
 XML and the cache for the whole run; then the child ends with ``os._exit``.
 
@@ -43,12 +43,12 @@ from pytest_isolation.core.shared import SHARED_VALUES
 from pytest_isolation.core.shared import flush_files
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
-from pytest_isolation.filemode import childcov
-from pytest_isolation.filemode import childend
-from pytest_isolation.filemode import inherited
 from pytest_isolation.filemode import junit
-from pytest_isolation.filemode.depth import call_deeper
-from pytest_isolation.filemode.depth import headroom
+from pytest_isolation.filemode.child import cov
+from pytest_isolation.filemode.child import inherited
+from pytest_isolation.filemode.child import session_end
+from pytest_isolation.filemode.child.depth import call_deeper
+from pytest_isolation.filemode.child.depth import headroom
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
@@ -510,8 +510,8 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     """End the session, tell the parent, and end the process."""
     interruption = plugin.interruption
     if not plugin.spec.collect_only:
-        status = childend.session_status(session, interruption is not None)
-        raised = childend.end_session(session, status)
+        status = session_end.session_status(session, interruption is not None)
+        raised = session_end.end_session(session, status)
         if raised != status:  # a plugin failed the run at its end
             plugin.sender.send(STATUS, status=raised)
     flush_files(session.config.stash.get(SHARED_VALUES, {}))  # os._exit flushes nothing
@@ -520,17 +520,17 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     kept = session.config.stash.get(KEPT_DIRS, [])
     if kept:  # isolated_tmp directories kept: the parent's summary lists them
         plugin.sender.send(KEPT, lines=kept)
-    childcov.save()
+    cov.save()
     if interruption is not None:
         if not plugin.spec.collect_only:
-            childend.unconfigure(session)
+            session_end.unconfigure(session)
         reason, returncode, where = interruption
         plugin.sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=where)
         os._exit(INTERRUPTED_EXIT)
     # How much of its stderr the child wrote before finishing: the parent
     # shows that now, and what its unconfigure writes when it has ended.
     plugin.sender.send(FINISHED, stderr=_written_to_stderr())
-    code = 0 if plugin.spec.collect_only else childend.unconfigure(session)
+    code = 0 if plugin.spec.collect_only else session_end.unconfigure(session)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -584,10 +584,10 @@ def start_forked(
         message = next(receive(control), None)
     if message is None:  # the parent no longer needs this child
         os._exit(0)
-    # The parent froze its objects before forking (launch._before_fork):
+    # The parent froze its objects before forking (processes._before_fork):
     # they stay frozen until a call that would see it (core.frozen).
     frozen.keep_until_observed()
-    childcov.measure_in_fork()
+    cov.measure_in_fork()
     payload = message[1]
     if parent is None:
         placeholder = session.items[payload["index"]].parent

@@ -1,6 +1,6 @@
 """The prepared fork server of the ``forkserver`` start method: the zygote.
 
-Its interpreter (``launch._FORKSERVER_CODE``) calls
+Its interpreter (``forkserver._FORKSERVER_CODE``) calls
 ``pytest.main(args, plugins=[Zygote(...)])`` from the top of its stack, as
 shallow as the ``pytest`` script, and each child goes on from there.
 
@@ -17,7 +17,7 @@ imports and the parsing are paid once.
 The zygote refuses to serve when a thread runs after the start-up (forking
 it would not be safe, and the thread would be missing in the children):
 the parent then uses the fork server that runs all of pytest in each child
-(:func:`.launch.serve_spawned`).
+(:func:`.forkserver.serve_spawned`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import frozen
-from pytest_isolation.filemode import preload
-from pytest_isolation.filemode.child import restart_capture
-from pytest_isolation.filemode.launch import say_hello
-from pytest_isolation.filemode.launch import serve
-from pytest_isolation.filemode.launch import take_start
+from pytest_isolation.filemode.child.plugin import restart_capture
+from pytest_isolation.filemode.server import preload
+from pytest_isolation.filemode.server.forkserver import say_hello
+from pytest_isolation.filemode.server.forkserver import serve
+from pytest_isolation.filemode.server.forkserver import take_start
 
 
 def end(code: int) -> None:

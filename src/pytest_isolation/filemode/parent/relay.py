@@ -25,12 +25,12 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.xdist import FILE_TESTS
-from pytest_isolation.filemode import crash
 from pytest_isolation.filemode import junit
-from pytest_isolation.filemode import progress
 from pytest_isolation.filemode import wire
-from pytest_isolation.filemode.nodes import ChildTest
-from pytest_isolation.filemode.retry import Attempts
+from pytest_isolation.filemode.parent import crash
+from pytest_isolation.filemode.parent import progress
+from pytest_isolation.filemode.parent.nodes import ChildTest
+from pytest_isolation.filemode.parent.retry import Attempts
 from pytest_isolation.guard.watch import GUARD_KEY
 
 Location = crash.Location
@@ -65,6 +65,21 @@ class Collection:
     deselected: list[str] = dataclasses.field(default_factory=list)
     #: The file's test count, until its first report carries it (for an xdist controller).
     announce: int | None = None
+
+
+@dataclasses.dataclass
+class InFlight:
+    """The test the child is running: its node id and location, the phases
+    it has reported, and whether its repeat (``--isolation-twice``) started."""
+
+    nodeid: str
+    location: Location
+    phases: set[str] = dataclasses.field(default_factory=set)
+    repeating: bool = False
+
+    def died_in(self) -> str:
+        """The phase a death interrupts: teardown once the call reported."""
+        return "teardown" if "call" in self.phases and not self.repeating else "call"
 
 
 @dataclasses.dataclass
@@ -112,11 +127,8 @@ class FileRelay:
         self.attempts = Attempts(str(file.nodeid), retries, scope, collect_only)
         self.collection = Collection()
         self.end = ChildEnd()
-        #: The running test and the phases it reported.
-        self.inflight: tuple[str, Location] | None = None
-        self.phases: set[str] = set()
-        #: ``--isolation-twice``: the running test's repeat has started.
-        self.repeating = False
+        #: The running test.
+        self.inflight: InFlight | None = None
         #: The current child has said nothing but hello.
         self.silent = True
         #: The exit status a plugin raised at the end of a child's session.
@@ -166,7 +178,7 @@ class FileRelay:
         return self.attempts.skip(self.collection.collected)
 
     def process_ended(self, returncode: int, timed_out: bool = False) -> None:
-        running = self.inflight[0] if self.inflight is not None else None
+        running = self.inflight.nodeid if self.inflight is not None else None
         ended = ProcessEnd(self.record.attempts, returncode, timed_out, running)
         self.record.processes.append(ended)
 
@@ -229,9 +241,7 @@ class FileRelay:
     # -- tests ----------------------------------------------------------------------
 
     def _logstart(self, nodeid: str, location: Location) -> None:
-        self.inflight = (nodeid, location)
-        self.phases = set()
-        self.repeating = False
+        self.inflight = InFlight(nodeid, location)
         self.attempts.begin_test()
         self.attempts.emit(
             lambda: self.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
@@ -245,7 +255,8 @@ class FileRelay:
         if self.collection.announce is not None:
             setattr(report, FILE_TESTS, self.collection.announce)
             self.collection.announce = None
-        self.phases.add(report.when)
+        if self.inflight is not None:
+            self.inflight.phases.add(report.when)
         self.attempts.add_report(report)
         self.attempts.emit(lambda: self.ihook.pytest_runtest_logreport(report=report))
 
@@ -291,7 +302,8 @@ class FileRelay:
         self.config.stash.setdefault(KEPT_DIRS, []).extend(lines)
 
     def _repeating(self) -> None:
-        self.repeating = True
+        if self.inflight is not None:
+            self.inflight.repeating = True
 
     def _logfinish(self, nodeid: str, location: Location) -> None:
         self.attempts.emit(
@@ -324,15 +336,15 @@ class FileRelay:
         """Report a child that died; return whether the rest of the attempt can resume."""
         path = self.file.nodeid
         remaining = self.attempts.remaining
-        if self.inflight is not None:
-            nodeid, location = self.inflight
-            when = "teardown" if "call" in self.phases and not self.repeating else "call"
+        inflight = self.inflight
+        if inflight is not None:
+            nodeid, location, when = inflight.nodeid, inflight.location, inflight.died_in()
             self.end.death = how if how.startswith("timed out") else f"crashed ({how})"
-            doing = "repeating" if self.repeating else "running"
+            doing = "repeating" if inflight.repeating else "running"
             text = f"the process running {path} {how} while {doing} {name_of(nodeid)} ({when})"
             message = crash.with_tail(text, stderr_tail)
             died = crash.failed_test(self.config, nodeid, location, when, message)
-            if self.repeating:  # --isolation-twice: "FAILED WHEN REPEATED"
+            if inflight.repeating:  # --isolation-twice: "FAILED WHEN REPEATED"
                 setattr(died, REPEAT_ATTR, [])
             self._log(died)
             self._logfinish(nodeid, location)

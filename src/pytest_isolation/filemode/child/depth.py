@@ -3,7 +3,7 @@
 A test that measures its recursion headroom (how far it can recurse before
 ``RecursionError``, as structlog's own suite does) sees everything below it.
 A forked child runs its tests from the frame of the parent's run loop
-itself (see :class:`.launch.Origin`).  A spawned interpreter starts
+itself (see :class:`..server.origin.Origin`).  A spawned interpreter starts
 shallower than the parent (``python -c`` against ``python -m pytest``,
 whose ``exec`` counts too on Python 3.11), so its loop calls the tests
 through as many plain frames as it has headroom to spare.  Headroom is

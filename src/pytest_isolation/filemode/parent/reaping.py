@@ -1,5 +1,5 @@
 """The children that have finished their files and run their plugins'
-``pytest_unconfigure`` while the run goes on (:func:`.childend.unconfigure`),
+``pytest_unconfigure`` while the run goes on (:func:`..child.end.unconfigure`),
 until they have ended."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 import pytest
 
-from pytest_isolation.filemode.launch import Child
-from pytest_isolation.filemode.launch import alive
-from pytest_isolation.filemode.launch import describe_exit
-from pytest_isolation.filemode.launch import end_tree
+from pytest_isolation.filemode.parent.ending import alive
+from pytest_isolation.filemode.parent.ending import end_tree
+from pytest_isolation.filemode.processes import Child
+from pytest_isolation.filemode.processes import describe_exit
 
 
 class Exited(NamedTuple):

@@ -1,10 +1,9 @@
 """The run's fork servers: one that preloads what the test files import, and
 one without preloads, for the files that must not start from it
-(:mod:`.preload` says which, and why)."""
+(:mod:`.plan` says which, and why)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -14,28 +13,23 @@ from pathlib import Path
 import pytest
 
 from pytest_isolation.core.words import counted
-from pytest_isolation.filemode import childcov
-from pytest_isolation.filemode import preload
-from pytest_isolation.filemode.child import ChildPlugin
-from pytest_isolation.filemode.child import prepare_forked
-from pytest_isolation.filemode.child import start_forked
-from pytest_isolation.filemode.launch import ForkServer
-from pytest_isolation.filemode.launch import Origin
-from pytest_isolation.filemode.launch import PendingServer
-from pytest_isolation.filemode.launch import ServerOrder
-from pytest_isolation.filemode.launch import serve
-from pytest_isolation.filemode.nodes import module_name
-
-#: Bound at import: a module the server preloads may replace ``json.dumps``
-#: (the server then reports that, and is not used).
-_dumps = json.dumps
+from pytest_isolation.filemode.parent import plan
+from pytest_isolation.filemode.parent.nodes import module_name
+from pytest_isolation.filemode.server import preload
+from pytest_isolation.filemode.server.forkserver import ForkServer
+from pytest_isolation.filemode.server.forkserver import PendingServer
+from pytest_isolation.filemode.server.origin import Origin
 
 #: How many servers a run starts to find the modules it can preload: each
 #: refused module costs one (the server in which it was imported is not used).
 ATTEMPTS = 4
+
+
 #: How long the parent waits for the preloading server (an import that hangs
 #: would otherwise hang the run before its first file).
 PRELOAD_SECONDS = 120.0
+
+
 #: Printed whenever a server preloads: how its children differ from a fresh `pytest FILE`'s.
 PRELOAD_CAVEAT = (
     "isolation: a preloaded module is imported once, in a fork server, and each file's child "
@@ -61,22 +55,22 @@ class Servers:
         self.on = on
         #: How long a preloading server may take: as a file's child, if less.
         self.seconds = PRELOAD_SECONDS if timeout is None else min(timeout, PRELOAD_SECONDS)
-        self.plan: preload.Plan | None = None
+        self.plan: plan.Plan | None = None
         #: Module -> why no server preloads it.
         self.refused: dict[str, str] = {}
         #: What each preloading server imported, by the modules it preloads.
-        self.preloaded: dict[preload.Start, preload.Loaded] = {}
+        self.preloaded: dict[plan.Start, preload.Loaded] = {}
         #: Planned start -> why nothing of it is preloaded, found at run time.
-        self.stopped: dict[preload.Start, str] = {}
+        self.stopped: dict[plan.Start, str] = {}
         #: The running servers, by what they preload (``()``: nothing).
-        self._servers: dict[preload.Start, ForkServer] = {}
+        self._servers: dict[plan.Start, ForkServer] = {}
 
     def make_plan(self, files: Sequence[Path]) -> None:
         """What to preload for ``files`` (in run order); nothing when off."""
         if not self.on or not files:
             return
         tests = {module_name(path) for path in files}
-        self.plan = preload.plan(files, sys.modules, preload.local_names(files, sys.path), tests)
+        self.plan = plan.plan(files, sys.modules, plan.local_names(files, sys.path), tests)
 
     def start_planned(self) -> None:
         """Start every preloading server the plan asks for, all preparing at
@@ -84,7 +78,7 @@ class Servers:
         if self.plan is not None:
             self._preload(set(self.plan.servers))
 
-    def key_for(self, *paths: Path) -> preload.Start:
+    def key_for(self, *paths: Path) -> plan.Start:
         """What the child for ``paths`` (a shared process runs several files)
         starts with loaded: the longest start all their plans share."""
         plan = self.plan
@@ -117,13 +111,13 @@ class Servers:
             self._servers[key] = self._order(None).ready(None)
         return self._servers[key]
 
-    def _preload(self, wanted: set[preload.Start]) -> None:
+    def _preload(self, wanted: set[plan.Start]) -> None:
         """Start a server for each of ``wanted``, all preparing at once.  A
         server that refuses a module is not used: the plan then preloads
         what comes before it (for every file), and a new server starts, up
         to :data:`ATTEMPTS` rounds; what still has none preloads nothing."""
         assert self.plan is not None
-        careful: set[preload.Start] = set()
+        careful: set[plan.Start] = set()
         wanted = {self._cut(start) for start in wanted}
         for _ in range(ATTEMPTS):
             wanted = self._undecided(wanted)
@@ -158,11 +152,11 @@ class Servers:
         for start in self._undecided(wanted):
             self._give_up(start, f"{ATTEMPTS} servers found modules to refuse")
 
-    def _undecided(self, wanted: set[preload.Start]) -> set[preload.Start]:
+    def _undecided(self, wanted: set[plan.Start]) -> set[plan.Start]:
         """The starts of ``wanted`` that have neither a server nor a reason for none."""
         return {start for start in wanted if start} - self._servers.keys() - self.stopped.keys()
 
-    def _cut(self, start: preload.Start) -> preload.Start:
+    def _cut(self, start: plan.Start) -> plan.Start:
         """``start`` up to its first refused module."""
         for index, name in enumerate(start):
             if name in self.refused:
@@ -176,7 +170,7 @@ class Servers:
             raise OriginEnded("isolation: the origin of the fork servers has ended")
         return origin.order_server(modules, careful)
 
-    def _give_up(self, start: preload.Start, why: str) -> None:
+    def _give_up(self, start: plan.Start, why: str) -> None:
         """Nothing of ``start`` is preloaded: its files start without preloads."""
         assert self.plan is not None
         self.stopped[start] = why
@@ -233,20 +227,3 @@ class Servers:
 
 class OriginEnded(RuntimeError):
     """No fork server can start: the origin has gone (a test killed it)."""
-
-
-def serve_order(
-    session: pytest.Session, order: ServerOrder, environ: dict[str, str] | None
-) -> ChildPlugin:
-    """In a new fork server: prepare as each child will be, preload what
-    ``order`` says, then serve.  Returns in each child it forks, started for
-    its file; ``environ`` is the one every child starts from."""
-    plugin = prepare_forked(session)
-    hello = b""
-    if order.modules is not None:
-        childcov.measure_in_fork()
-        loaded = preload.load(order.modules, order.careful)
-        childcov.save_so_far()
-        hello = _dumps(dataclasses.asdict(loaded)).encode()
-    control, fd = serve(order.channel, hello)
-    return start_forked(session, plugin, control, fd, None, environ)
