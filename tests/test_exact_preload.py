@@ -223,3 +223,116 @@ def test_a_module_is_preloaded_only_after_what_its_file_imports_before_it(
     result.stdout.fnmatch_lines(
         ["isolation: nothing preloaded: envsetup: its import changes the environment"]
     )
+
+
+# -- refusals remembered between runs ---------------------------------------------
+
+REMEMBERED_LINE = "*refusal* taken from an earlier run with the same files*"
+
+
+def run_cached(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A preloading run that keeps pytest's cache (where refusals are kept)."""
+    return pytester.runpytest_subprocess(
+        *FILE_MODE, "--isolation-preload=auto", "-v", *args, timeout=TIMEOUT
+    )
+
+
+def pid_files(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        {
+            "purelib.py": "VALUE = 1\n",
+            "pidlib.py": "import os\nPID = os.getpid()\n",
+            **three_files(
+                """
+                import purelib
+                import pidlib
+                import os
+
+                def test_own_pid():
+                    assert pidlib.PID == os.getpid()
+                """
+            ),
+        },
+    )
+
+
+def test_a_refusal_is_remembered_with_the_same_files(pytester: pytest.Pytester) -> None:
+    """The second run with the same files refuses the impure module at once,
+    for the same reason, and preloads the same: the outcomes are the loop's."""
+    pid_files(pytester)
+    first = run_cached(pytester)
+    first.assert_outcomes(passed=3)
+    first.stdout.fnmatch_lines(
+        [
+            "*the fork server preloads 1 module*",
+            "*pidlib not preloaded: its import reads the process id*",
+        ]
+    )
+    first.stdout.no_fnmatch_line(REMEMBERED_LINE)
+    second = run_cached(pytester)
+    second.assert_outcomes(passed=3)
+    second.stdout.fnmatch_lines(
+        [
+            "*the fork server preloads 1 module*",
+            "*pidlib not preloaded: its import reads the process id*",
+            "*1 refusal taken from an earlier run with the same files: pidlib*",
+        ]
+    )
+    for oracle in loop(pytester, [f"tests/test_{letter}.py" for letter in "abc"]):
+        oracle.assert_outcomes(passed=1)
+
+
+def test_a_changed_file_makes_its_refusal_void(pytester: pytest.Pytester) -> None:
+    """A module refused once, since made pure, is watched again and preloaded."""
+    pid_files(pytester)
+    run_cached(pytester).assert_outcomes(passed=3)
+    (pytester.path / "pidlib.py").write_text("import os\nPID = None\n")
+    (pytester.path / "tests" / "test_a.py").write_text(
+        "import purelib\nimport pidlib\n\ndef test_pure():\n    assert pidlib.PID is None\n"
+    )
+    for letter in "bc":
+        (pytester.path / "tests" / f"test_{letter}.py").write_text(
+            (pytester.path / "tests" / "test_a.py").read_text()
+        )
+    result = run_cached(pytester)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*the fork server preloads 2 modules*"])
+    result.stdout.no_fnmatch_line(REMEMBERED_LINE)
+    result.stdout.no_fnmatch_line("*pidlib not preloaded*")
+
+
+def test_a_changed_environment_makes_every_refusal_void(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import may read the environment: in another one, no refusal holds."""
+    write(
+        pytester,
+        {
+            "envlib.py": """
+                import os
+                if not os.environ.get("ENVLIB_QUIET"):
+                    import time
+                    STAMP = time.time()
+            """,
+            **three_files("import envlib\n\ndef test_loaded():\n    assert envlib\n"),
+        },
+    )
+    first = run_cached(pytester)
+    first.assert_outcomes(passed=3)
+    first.stdout.fnmatch_lines(["*envlib*its import reads the clock*"])
+    monkeypatch.setenv("ENVLIB_QUIET", "1")
+    result = run_cached(pytester)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*the fork server preloads 1 module*"])
+    result.stdout.no_fnmatch_line(REMEMBERED_LINE)
+
+
+def test_no_cache_no_remembered_refusals(pytester: pytest.Pytester) -> None:
+    """``-p no:cacheprovider``: every run finds its refusals itself."""
+    pid_files(pytester)
+    for _ in range(2):
+        result = run_cached(pytester, "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=3)
+        result.stdout.fnmatch_lines(["*pidlib not preloaded: its import reads the process id*"])
+        result.stdout.no_fnmatch_line(REMEMBERED_LINE)

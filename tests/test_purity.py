@@ -153,7 +153,9 @@ def test_an_import_tied_to_its_process_is_refused(tmp_path: Path, case: str) -> 
 @pytest.mark.parametrize("case", sorted(PURE))
 def test_an_import_the_same_in_every_process_is_preloaded(tmp_path: Path, case: str) -> None:
     loaded = load(tmp_path, {"pure": PURE[case]})
+    files = loaded.pop("files")
     assert loaded == {"modules": ["pure"], "refused": "", "why": "", "total": 1}
+    assert files == [str((tmp_path / "pure.py").resolve())]  # what a remembered verdict holds for
 
 
 def test_what_an_import_made_is_only_checked_while_it_runs(tmp_path: Path) -> None:
@@ -161,3 +163,22 @@ def test_what_an_import_made_is_only_checked_while_it_runs(tmp_path: Path) -> No
     (here by the code that reports) is not held against a module."""
     loaded = load(tmp_path, {"calls_later": "import os\ndef pid():\n    return os.getpid()\n"})
     assert loaded["modules"] == ["calls_later"]
+
+
+def test_a_module_found_through_the_working_directory_is_preloaded(tmp_path: Path) -> None:
+    """``python -c`` puts ``""`` on ``sys.path``: the working directory, a
+    place an import may read its own package from; it was refused as a read
+    outside ``sys.path``."""
+    (tmp_path / "here.py").write_text("VALUE = 1\n")
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD, "here"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    line = next(line for line in result.stdout.splitlines() if line.startswith("{"))
+    loaded = json.loads(line)
+    assert (loaded["modules"], loaded["refused"], loaded["why"]) == (["here"], "", "")

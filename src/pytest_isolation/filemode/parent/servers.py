@@ -15,6 +15,8 @@ import pytest
 from pytest_isolation.core.words import counted
 from pytest_isolation.filemode.parent import plan
 from pytest_isolation.filemode.parent.nodes import module_name
+from pytest_isolation.filemode.parent.verdicts import CACHE_KEY
+from pytest_isolation.filemode.parent.verdicts import Verdicts
 from pytest_isolation.filemode.server import preload
 from pytest_isolation.filemode.server.forkserver import ForkServer
 from pytest_isolation.filemode.server.forkserver import PendingServer
@@ -64,6 +66,10 @@ class Servers:
         self.stopped: dict[plan.Start, str] = {}
         #: The running servers, by what they preload (``()``: nothing).
         self._servers: dict[plan.Start, ForkServer] = {}
+        #: The refusals of earlier runs (made with the plan), and the modules
+        #: this run refused on their word.
+        self.verdicts: Verdicts | None = None
+        self.remembered: set[str] = set()
 
     def make_plan(self, files: Sequence[Path]) -> None:
         """What to preload for ``files`` (in run order); nothing when off."""
@@ -71,6 +77,7 @@ class Servers:
             return
         tests = {module_name(path) for path in files}
         self.plan = plan.plan(files, sys.modules, plan.local_names(files, sys.path), tests)
+        self.verdicts = Verdicts(self.session.config)
 
     def start_planned(self) -> None:
         """Start every preloading server the plan asks for, all preparing at
@@ -118,11 +125,11 @@ class Servers:
         to :data:`ATTEMPTS` rounds; what still has none preloads nothing."""
         assert self.plan is not None
         careful: set[plan.Start] = set()
-        wanted = {self._cut(start) for start in wanted}
+        wanted = self._cut_remembered({self._cut(start) for start in wanted})
         for _ in range(ATTEMPTS):
             wanted = self._undecided(wanted)
             if not wanted:
-                return
+                break
             pending = [(s, self._order(list(s), s in careful)) for s in sorted(wanted)]
             for start, server in pending:
                 try:
@@ -142,8 +149,9 @@ class Servers:
                 if loaded.refused:
                     # A file that starts from it imports its modules first,
                     # in order: none imports those after a refused one before it.
-                    self.refused[loaded.refused] = loaded.why
-                    self.plan.refuse(loaded.refused)
+                    self._refuse(loaded.refused, loaded.why)
+                    if self.verdicts is not None:
+                        self.verdicts.remember(start, loaded)
                 elif start in careful or not ready.hello:
                     self._give_up(start, loaded.why)
                 else:
@@ -151,6 +159,32 @@ class Servers:
             wanted = {self._cut(start) for start in wanted}
         for start in self._undecided(wanted):
             self._give_up(start, f"{ATTEMPTS} servers found modules to refuse")
+        if self.verdicts is not None:
+            self.verdicts.save()
+
+    def _refuse(self, module: str, why: str) -> None:
+        assert self.plan is not None
+        self.refused[module] = why
+        self.plan.refuse(module)
+
+    def _cut_remembered(self, wanted: set[plan.Start]) -> set[plan.Start]:
+        """``wanted``, each cut before a module an earlier run refused, when
+        that run's verdict still holds: no server is spent on finding it
+        again.  (Only refusals are remembered: preloading less never
+        changes an outcome, as the file's child then imports the module
+        itself; a module is preloaded only when this run watched its import.)"""
+        if self.verdicts is None:
+            return wanted
+        cut = set()
+        for start in wanted:
+            verdict = self.verdicts.known(start)
+            while verdict is not None and verdict.refused in start:
+                self.remembered.add(verdict.refused)
+                self._refuse(verdict.refused, verdict.why)
+                start = self._cut(start)
+                verdict = self.verdicts.known(start) if start else None
+            cut.add(start)
+        return cut
 
     def _undecided(self, wanted: set[plan.Start]) -> set[plan.Start]:
         """The starts of ``wanted`` that have neither a server nor a reason for none."""
@@ -217,6 +251,12 @@ class Servers:
                 lines.append(f"isolation:   {module} not preloaded: {why}")
             for start, why in self.stopped.items():
                 lines.append(f"isolation:   {', '.join(start)} not preloaded: {why}")
+            if self.remembered:
+                lines.append(
+                    f"isolation:   {counted(len(self.remembered), 'refusal')} taken from an "
+                    f"earlier run with the same files: {', '.join(sorted(self.remembered))} "
+                    f"(pytest's cache: {CACHE_KEY}; --cache-clear forgets them)"
+                )
         return lines
 
     def close(self) -> None:

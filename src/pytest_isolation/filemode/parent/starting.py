@@ -2,7 +2,7 @@
 forked from the spawned fork server, as the start method says.
 
 Three objects, one per way: :class:`Forking` (``fork``: the origin, its fork
-servers and the child forked ahead for the next file), :class:`Zygote`
+servers and the child forked ahead for the next file), :class:`SpawnedServer`
 (``forkserver``: the spawned fork server) and :func:`.spawn.spawn_child`
 (``spawn``); :class:`Starter` picks one for each child and falls back, and
 says so, when one cannot serve (a thread runs, a test killed the origin).
@@ -78,7 +78,7 @@ class Starter:
         #: The recursion headroom of pytest's run loop: spawned children run their tests as deep.
         self.loop_room = 0
         self.forking = Forking(config, settings)
-        self.zygote = Zygote(config, settings)
+        self.spawned_server = SpawnedServer(config, settings)
         #: Spawned children so far (each gets a base temporary directory of its own).
         self.spawned = 0
 
@@ -103,7 +103,7 @@ class Starter:
         paths = [Path(path) for path, _ in spec.files]
         if self.method in ("spawn", "forkserver"):
             spec, launch = self._launch(spec)
-            warm = None if self.method == "spawn" else self.zygote.child(launch)
+            warm = None if self.method == "spawn" else self.spawned_server.child(launch)
             if warm is None:  # spawn, or no fork server could start: a fresh interpreter
                 return spawn_child(spec, launch.argv, launch.cwd, launch.environ)
             return warm.activate(spec, index, launch)
@@ -132,7 +132,7 @@ class Starter:
         """Whether a fork server (or the origin) has gone: a test killed it."""
         servers = self.forking.servers is not None and self.forking.servers.replace_ended()
         origin = self.forking.origin is not None and self.forking.origin.ended()
-        return servers or origin or self.zygote.ended()
+        return servers or origin or self.spawned_server.ended()
 
     def _launch(self, spec: wire.ChildSpec) -> tuple[wire.ChildSpec, Launch]:
         """How a child that runs pytest itself (spawn, forkserver) is started:
@@ -155,7 +155,7 @@ class Starter:
 
     def close(self) -> None:
         self.forking.close()
-        self.zygote.close()
+        self.spawned_server.close()
 
 
 class Forking:
@@ -267,7 +267,7 @@ class Forking:
             self.origin = None
 
 
-class Zygote:
+class SpawnedServer:
     """``forkserver``: the spawned fork server, started at the first file.
 
     First choice: the zygote, which runs pytest's start-up for the run's

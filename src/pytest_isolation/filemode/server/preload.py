@@ -47,6 +47,9 @@ class Loaded:
     why: str = ""
     #: Modules imported in all, those they import included.
     total: int = 0
+    #: The files of the modules imported, a refused one's included: what a
+    #: remembered verdict depends on (:mod:`..parent.verdicts`).
+    files: list[str] = dataclasses.field(default_factory=list)
 
     def reason(self, unnamed: str = "") -> str:
         """Why the server refused: the refused module (else ``unnamed``) and why."""
@@ -69,6 +72,7 @@ def load(modules: Sequence[str], careful: bool = False, watched: bool = True) ->
     """
     done: list[str] = []
     count = len(sys.modules)
+    existed = set(sys.modules)
     every = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
     loggers = [logger for logger in every if isinstance(logger, logging.Logger)]
     before = _fingerprint(loggers)
@@ -81,13 +85,23 @@ def load(modules: Sequence[str], careful: bool = False, watched: bool = True) ->
             if not why and careful:
                 why = _changed_modules(states)
             if why:
-                return Loaded(done, name, why)
+                return Loaded(done, name, why, files=_files_of(existed))
             done.append(name)
             states.update(_module_states((n, sys.modules[n]) for n in set(sys.modules) - known))
     why = _changed_modules(states)
     if why:
         return Loaded([], "", why)
-    return Loaded(done, total=len(sys.modules) - count)
+    return Loaded(done, total=len(sys.modules) - count, files=_files_of(existed))
+
+
+def _files_of(existed: set[str]) -> list[str]:
+    """The files of the modules imported since ``existed``."""
+    found = set()
+    for name in set(sys.modules) - existed:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(path, str) and os.path.isfile(path):
+            found.add(os.path.abspath(path))
+    return sorted(found)
 
 
 def _import_one(name: str, watch: purity.Watch | None) -> str:

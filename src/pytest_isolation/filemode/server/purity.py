@@ -241,9 +241,10 @@ def _tempfile_frame() -> str:
 
 
 def _read_roots() -> tuple[str, ...]:
-    """Where an import may read: the installed packages and ``sys.path``."""
+    """Where an import may read: the installed packages and ``sys.path``
+    (whose empty entry, ``python -c``'s, is the working directory)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    roots.update(entry for entry in sys.path if entry)
+    roots.update(entry or os.getcwd() for entry in sys.path)
     if sys.pycache_prefix:
         roots.add(sys.pycache_prefix)
     return tuple(os.path.join(os.path.abspath(root), "") for root in roots) + tuple(
