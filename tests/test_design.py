@@ -1,0 +1,88 @@
+"""The design rules that a reader of file mode relies on (issue 32, item 5),
+checked on the source so that they cannot drift.
+
+* File mode's code sits in the folder of the process it runs in:
+  ``filemode/parent``, ``filemode/server``, ``filemode/child``, beside the
+  few modules every side shares (``lint-imports`` checks the direction of
+  their imports).
+* No class in file mode keeps more than 12 attributes unless a comment in
+  its body, starting ``# Attributes:``, says why.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import pytest_isolation.filemode
+
+FILEMODE = Path(pytest_isolation.filemode.__file__).parent
+SHARED = {"__init__.py", "wire.py", "processes.py", "lifetime.py", "junit.py", "plugins.py"}
+MOST_ATTRIBUTES = 12
+
+
+def attributes(node: ast.ClassDef) -> set[str]:
+    """The names a class's methods assign on ``self``."""
+    found = set()
+    for inner in ast.walk(node):
+        if (
+            isinstance(inner, ast.Attribute)
+            and isinstance(inner.ctx, ast.Store)
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id == "self"
+        ):
+            found.add(inner.attr)
+    return found
+
+
+def classes() -> list[tuple[Path, ast.ClassDef, str]]:
+    found = []
+    for path in sorted(FILEMODE.rglob("*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                body = "\n".join(source.splitlines()[node.lineno - 1 : node.end_lineno])
+                found.append((path, node, body))
+    return found
+
+
+def test_every_module_sits_with_the_process_it_runs_in() -> None:
+    loose = {path.name for path in FILEMODE.glob("*.py")} - SHARED
+    assert not loose, f"move these into parent/, server/ or child/: {sorted(loose)}"
+    for folder in ("parent", "server", "child"):
+        assert (FILEMODE / folder / "__init__.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("path", "node", "body"),
+    classes(),
+    ids=lambda value: value.name if isinstance(value, ast.ClassDef) else "",
+)
+def test_no_class_keeps_more_than_twelve_attributes_without_a_reason(
+    path: Path, node: ast.ClassDef, body: str
+) -> None:
+    names = attributes(node)
+    if len(names) > MOST_ATTRIBUTES:
+        where = f"{path.relative_to(FILEMODE)}: {node.name}"
+        assert "# Attributes:" in body, f"{where} keeps {len(names)}: {sorted(names)}"
+
+
+def test_the_controller_hands_its_stages_to_objects_of_their_own() -> None:
+    """The controller of issue 32 kept 25 attributes; its stages are objects now."""
+    from pytest_isolation.filemode.parent.controller import FileModeController
+
+    found = next(node for path, node, _ in classes() if node.name == FileModeController.__name__)
+    assert {"collection", "starter", "relayer", "fixtures"} <= attributes(found)
+    assert len(attributes(found)) <= MOST_ATTRIBUTES
+
+
+def test_a_class_over_the_limit_is_found() -> None:
+    """The check can fail: a class with 13 attributes and no reason is caught."""
+    source = "class Big:\n    def __init__(self):\n" + "".join(
+        f"        self.a{i} = {i}\n" for i in range(13)
+    )
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.ClassDef)
+    assert len(attributes(node)) == 13
