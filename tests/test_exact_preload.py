@@ -336,3 +336,35 @@ def test_no_cache_no_remembered_refusals(pytester: pytest.Pytester) -> None:
         result.assert_outcomes(passed=3)
         result.stdout.fnmatch_lines(["*pidlib not preloaded: its import reads the process id*"])
         result.stdout.no_fnmatch_line(REMEMBERED_LINE)
+
+
+def test_a_fixed_module_whose_import_raised_is_preloaded_again(
+    pytester: pytest.Pytester,
+) -> None:
+    """An import that raised leaves no module behind: its own file is still
+    part of the refusal, so fixing it voids the refusal."""
+    write(
+        pytester,
+        {
+            "broken.py": "raise RuntimeError('not yet')\n",
+            **three_files(
+                """
+                import pytest
+
+                def test_a():
+                    with pytest.raises(RuntimeError):
+                        import broken
+                """
+            ),
+            "tests/test_x.py": "import broken\n\ndef test_x():\n    pass\n",
+            "tests/test_y.py": "import broken\n\ndef test_y():\n    pass\n",
+        },
+    )
+    first = run_cached(pytester, "tests/test_x.py", "tests/test_y.py")
+    first.assert_outcomes(errors=2)
+    first.stdout.fnmatch_lines(["*broken*its import raised RuntimeError*"])
+    (pytester.path / "broken.py").write_text("VALUE = 1\n")
+    second = run_cached(pytester, "tests/test_x.py", "tests/test_y.py")
+    second.assert_outcomes(passed=2)
+    second.stdout.fnmatch_lines(["*the fork server preloads 1 module*"])
+    second.stdout.no_fnmatch_line(REMEMBERED_LINE)

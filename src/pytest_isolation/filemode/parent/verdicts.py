@@ -112,7 +112,11 @@ def _context() -> str:
 
 
 def _digest(path: str) -> str:
-    """The content digest of the file at ``path`` ("" if it cannot be read)."""
+    """The content digest of the file at ``path`` ("" if it is not a regular
+    file that can be read: a cache edited by hand never makes the run read a
+    device or a pipe)."""
+    if not os.path.isfile(path):
+        return ""
     try:
         with open(path, "rb") as file:
             return hashlib.blake2b(file.read(), digest_size=16).hexdigest()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 import io
 import logging
 import os
@@ -85,7 +86,7 @@ def load(modules: Sequence[str], careful: bool = False, watched: bool = True) ->
             if not why and careful:
                 why = _changed_modules(states)
             if why:
-                return Loaded(done, name, why, files=_files_of(existed))
+                return Loaded(done, name, why, files=_files_of(existed, name))
             done.append(name)
             states.update(_module_states((n, sys.modules[n]) for n in set(sys.modules) - known))
     why = _changed_modules(states)
@@ -94,14 +95,17 @@ def load(modules: Sequence[str], careful: bool = False, watched: bool = True) ->
     return Loaded(done, total=len(sys.modules) - count, files=_files_of(existed))
 
 
-def _files_of(existed: set[str]) -> list[str]:
-    """The files of the modules imported since ``existed``."""
-    found = set()
-    for name in set(sys.modules) - existed:
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if isinstance(path, str) and os.path.isfile(path):
-            found.add(os.path.abspath(path))
-    return sorted(found)
+def _files_of(existed: set[str], refused: str = "") -> list[str]:
+    """The files of the modules imported since ``existed``, and the file of
+    ``refused`` (an import that raised left no module behind)."""
+    paths = [
+        getattr(sys.modules.get(name), "__file__", None) for name in set(sys.modules) - existed
+    ]
+    if refused:
+        with contextlib.suppress(Exception):  # a module that cannot be found has no file
+            spec = importlib.util.find_spec(refused)
+            paths.append(None if spec is None else spec.origin)
+    return sorted({os.path.abspath(p) for p in paths if isinstance(p, str) and os.path.isfile(p)})
 
 
 def _import_one(name: str, watch: purity.Watch | None) -> str:
