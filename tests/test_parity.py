@@ -599,8 +599,15 @@ def test_a_file_that_never_looks_leaves_the_inherited_objects_frozen(
     )
     result = run_file_mode(pytester, "fork", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
-    # pytest 8.4+ reports it on stderr at the session's end, older ones in the summary.
-    assert "ValueError: the file's own garbage" in result.stdout.str() + result.stderr.str()
+    if _PYTEST_VERSION >= (8, 4):
+        # pytest 8.4+ collects at the session's end and reports it on stderr.
+        # Older ones collect nothing there: a plain run prints it at the
+        # interpreter's exit, which a child skips (docs/explanation/limitations.md);
+        # only an automatic collection during the tests, by chance, reports it.
+        assert "ValueError: the file's own garbage" in result.stdout.str() + result.stderr.str()
+
+
+_PYTEST_VERSION = tuple(int(part) for part in pytest.__version__.split(".")[:2])
 
 
 def test_a_test_that_patches_os_write_keeps_its_child_talking(
