@@ -122,6 +122,9 @@ class FileRelay:
         #: to raise, not replayed, and the session counts the stand-ins itself.
         self.collect_only = collect_only
         self.config = file.config
+        # Attributes: 13, the 13th a cache: the file's hook proxy, which pytest
+        # looks up anew on each access (``Node.ihook``), is used for every message.
+        self.ihook = file.ihook
         self.on_notfound = on_notfound
         self.attempts = Attempts(str(file.nodeid), retries, scope, collect_only)
         self.collection = Collection()
@@ -215,7 +218,7 @@ class FileRelay:
             return
         self.collection.problems.append(report)
         if not self.collect_only:
-            self.file.ihook.pytest_collectreport(report=report)
+            self.ihook.pytest_collectreport(report=report)
 
     def _deselected(self, nodeids: list[str]) -> None:
         if self.collect_only:
@@ -243,7 +246,7 @@ class FileRelay:
         self.inflight = InFlight(nodeid, location)
         self.attempts.begin_test()
         self.attempts.emit(
-            lambda: self.file.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+            lambda: self.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         )
 
     def _report(self, data: dict[str, Any]) -> None:
@@ -257,7 +260,7 @@ class FileRelay:
         if self.inflight is not None:
             self.inflight.phases.add(report.when)
         self.attempts.add_report(report)
-        self.attempts.emit(lambda: self.file.ihook.pytest_runtest_logreport(report=report))
+        self.attempts.emit(lambda: self.ihook.pytest_runtest_logreport(report=report))
 
     def _warning(
         self,
@@ -306,7 +309,7 @@ class FileRelay:
 
     def _logfinish(self, nodeid: str, location: Location) -> None:
         self.attempts.emit(
-            lambda: self.file.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+            lambda: self.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         )
         self.inflight = None
         self.attempts.end_test(nodeid, self.end.death)
@@ -361,7 +364,7 @@ class FileRelay:
         if ran:  # the file's tests are done: reported, never retried
             last = ran[-1]
             after = crash.failed_test(self.config, last, (path, None, last), "teardown", text)
-            self.file.ihook.pytest_runtest_logreport(report=after)
+            self.ihook.pytest_runtest_logreport(report=after)
         else:
             self._replay_collection_failure(crash.failed_collection(self.file, text), False)
         return bool(remaining(self.collection.collected))
@@ -369,6 +372,6 @@ class FileRelay:
     def _replay_collection_failure(self, report: pytest.CollectReport, died: bool) -> None:
         self.collection.problems.append(report)
         if not self.collect_only:
-            self.file.ihook.pytest_collectreport(report=report)
+            self.ihook.pytest_collectreport(report=report)
         if died and not self.collect_only:  # no child counted the file's tests
             progress.forget(self.file)

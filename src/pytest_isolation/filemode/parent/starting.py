@@ -130,9 +130,7 @@ class Starter:
 
     def server_went(self) -> bool:
         """Whether a fork server (or the origin) has gone: a test killed it."""
-        servers = self.forking.servers is not None and self.forking.servers.replace_ended()
-        origin = self.forking.origin is not None and self.forking.origin.ended()
-        return servers or origin or self.spawned_server.ended()
+        return self.forking.server_went() or self.spawned_server.ended()
 
     def _launch(self, spec: wire.ChildSpec) -> tuple[wire.ChildSpec, Launch]:
         """How a child that runs pytest itself (spawn, forkserver) is started:
@@ -252,6 +250,12 @@ class Forking:
             on = self.settings.preload == "auto"
             self.servers = Servers(session, self.origin, on, self.settings.timeout)
         return self.servers
+
+    def server_went(self) -> bool:
+        """Whether a fork server or the origin has gone (servers that went are closed)."""
+        servers = self.servers is not None and self.servers.replace_ended()
+        origin = self.origin is not None and self.origin.ended()
+        return servers or origin
 
     def discard_warm(self) -> None:
         if self.warm is not None:

@@ -39,11 +39,10 @@ _FORMAT = 1
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """What an earlier run found for a list of preloads: the module it
-    refused and why, and the files of the modules it imported until then."""
+    refused, and why."""
 
     refused: str
     why: str
-    files: tuple[str, ...]
 
 
 class Verdicts:
@@ -68,9 +67,9 @@ class Verdicts:
         if not isinstance(files, dict) or any(
             _digest(path) != digest for path, digest in files.items()
         ):
-            self.forget(start)
+            self._forget(start)
             return None
-        return Verdict(str(entry.get("refused", "")), str(entry.get("why", "")), tuple(files))
+        return Verdict(str(entry.get("refused", "")), str(entry.get("why", "")))
 
     def remember(self, start: Sequence[str], loaded: preload.Loaded) -> None:
         """Keep the module a server refused for ``start``, and why."""
@@ -81,7 +80,7 @@ class Verdicts:
         self._entries[_key(start)] = entry
         self._changed = True
 
-    def forget(self, start: Sequence[str]) -> None:
+    def _forget(self, start: Sequence[str]) -> None:
         if self._entries.pop(_key(start), None) is not None:
             self._changed = True
 
