@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 #: Every inner run is bounded (seconds).
 TIMEOUT = 120
 
-FILE_MODE = ("-p", "isolation", "--isolation-mode=file")
+#: Prints the LeakedStateWarnings an inner run recorded, which pytest's
+#: warnings summary leaves out (tests/leakwarnings.py).
+LEAK_WARNINGS = ("-p", "leakwarnings")
+FILE_MODE = ("-p", "isolation", *LEAK_WARNINGS, "--isolation-mode=file")
 
 
 @pytest.fixture(autouse=True)
@@ -15,6 +21,9 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner runs see only the plugins they load explicitly."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    # tests/leakwarnings.py, for -p leakwarnings (see LEAK_WARNINGS)
+    paths = [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path for path in paths if path))
 
 
 @pytest.fixture(params=["fork", "spawn", "forkserver"])
@@ -35,7 +44,7 @@ def run_plain(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def run_guard(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """A plain run with the plugin (so the leak guard) loaded."""
-    return pytester.runpytest_subprocess("-p", "isolation", *args, timeout=TIMEOUT)
+    return pytester.runpytest_subprocess("-p", "isolation", *LEAK_WARNINGS, *args, timeout=TIMEOUT)
 
 
 def literal(pattern: str) -> str:
@@ -45,7 +54,7 @@ def literal(pattern: str) -> str:
 
 #: The leak guard in a plain run and in a file-mode child.
 GUARD_MODES = {
-    "plain": ("-p", "isolation"),
+    "plain": ("-p", "isolation", *LEAK_WARNINGS),
     "file": (*FILE_MODE, "--isolation-start=fork"),
 }
 
@@ -54,3 +63,9 @@ GUARD_MODES = {
 def mode(request: pytest.FixtureRequest) -> tuple[str, ...]:
     """The leak guard's arguments, in a plain run and in file mode."""
     return GUARD_MODES[str(request.param)]
+
+
+def warned(result: pytest.RunResult) -> int:
+    """How many ``LeakedStateWarning``s the inner run raised (printed by
+    ``-p leakwarnings``: pytest's warnings summary leaves them out)."""
+    return sum(1 for line in result.outlines if ": LeakedStateWarning: " in line)

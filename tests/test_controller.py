@@ -98,7 +98,11 @@ def test_collected_line_is_explained(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_one="def test_a(): pass\ndef test_b(): pass\n")
     result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)
     result.stdout.fnmatch_lines(
-        ["collected 1 item", "isolation: 1 test file, each collected and run in its own process"]
+        [
+            "collected 1 item",
+            "isolation: the item is a test file, collected and run in its own process; "
+            "its tests are counted as they run",
+        ]
     )
     quiet = pytester.runpytest_subprocess(*FILE_MODE, "-q", timeout=TIMEOUT)
     quiet.stdout.no_fnmatch_line("isolation: *")

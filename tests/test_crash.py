@@ -47,8 +47,8 @@ def test_crash_fails_the_running_test_and_the_file_resumes(
     )
     result.stdout.fnmatch_lines(
         [
-            f"isolation: the process running test_a.py {description} while running "
-            "test_crash (call)",
+            f"isolation: {description.removeprefix('was ')} while running test_crash (call), "
+            "the process of test_a.py",
             "*--- last lines of its stderr ---*",
             "last words of the child",
         ]
@@ -103,7 +103,7 @@ def test_crash_during_collection_is_a_collection_error(
     result.stdout.fnmatch_lines(
         [
             "*ERROR collecting test_a.py*",
-            "isolation: the process collecting test_a.py exited with code 5",
+            "isolation: exited with code 5 while collecting test_a.py",
         ]
     )
     result.assert_outcomes(passed=1, errors=1)

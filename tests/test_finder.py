@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from conftest import TIMEOUT
 from conftest import literal
 from conftest import run_guard
 from pytest_isolation.diagnose.bisection import Unit
@@ -37,7 +38,15 @@ def test_after(): pass
 
 
 def find(pytester: pytest.Pytester, victim: str, *args: str) -> pytest.RunResult:
-    return run_guard(pytester, "-p", "no:randomly", f"--isolation-find-polluter={victim}", *args)
+    return pytester.runpytest_subprocess(
+        "-p",
+        "isolation",
+        "-p",
+        "no:randomly",
+        f"--isolation-find-polluter={victim}",
+        *args,
+        timeout=TIMEOUT,
+    )
 
 
 def lines(result: pytest.RunResult) -> list[str]:
@@ -52,7 +61,7 @@ def test_a_polluter_in_another_file(pytester: pytest.Pytester) -> None:
     assert result.ret == 0, result.stderr.str()
     assert lines(result) == [
         "isolation: test_v.py::test_victim: 9 tests in 4 files run before it",
-        "isolation: alone it passed",
+        "isolation: alone it passes",
         "isolation: after all 9 tests before it, it fails: bisecting",
         # the last probe checks for another polluter, after the report
         f"isolation: polluter: test_c.py::test_sets_mode ({_probes(result) - 1} probes)",
@@ -181,7 +190,7 @@ def test_a_brittle_victim_and_its_state_setter(pytester: pytest.Pytester) -> Non
     assert lines(result)[:4] == [
         "isolation: test_v.py::test_needs_it: 3 tests in 2 files run before it",
         "isolation: it fails alone: it depends on state an earlier test sets; looking for that",
-        "isolation: after all 3 tests before it, it passed: bisecting",
+        "isolation: after all 3 tests before it, it passes: bisecting",
         f"isolation: state-setter: test_b.py::test_configures ({_probes(result)} probes)",
     ]
     result.stdout.fnmatch_lines(
@@ -198,8 +207,8 @@ def test_a_victim_that_is_not_order_dependent(pytester: pytest.Pytester) -> None
     assert result.ret == 1
     assert lines(result) == [
         "isolation: test_v.py::test_victim: 2 tests in 1 file run before it",
-        "isolation: alone it passed",
-        "isolation: after all 2 tests before it, it passed too: not order-dependent in this order",
+        "isolation: alone it passes",
+        "isolation: after all 2 tests before it, it passes too: not order-dependent in this order",
     ]
 
 
@@ -304,7 +313,7 @@ def test_the_finder_from_a_subdirectory_takes_what_pytest_prints_there(
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(
         [
-            "isolation: alone it passed",
+            "isolation: alone it passes",
             "isolation: polluter: tests/test_c.py::test_sets_mode *",
             "isolation: reproduce: pytest test_c.py::test_sets_mode test_v.py::test_victim *",
         ]
@@ -343,9 +352,19 @@ def test_several_independent_polluters_are_each_found(pytester: pytest.Pytester)
             "isolation: probe *: without it, after the other 9 tests it still fails: another "
             "polluter; bisecting again",
             "isolation: polluter: test_*::test_*sets_mode *",
-            "isolation: probe *: without them, after the other 8 tests it passed: no other *",
+            "isolation: probe *: without them, after the other 8 tests it passes: no other *",
         ]
     )
     found = json.loads((pytester.path / "found.json").read_text())
     everyone = [*found["culprits"], *(nodeid for more in found["others"] for nodeid in more)]
     assert sorted(everyone) == ["test_c.py::test_sets_mode", "test_e.py::test_also_sets_mode"]
+
+
+@pytest.mark.parametrize("flag", ["--sw-reset", "--stepwise-reset", "--sw-skip"])
+def test_stepwise_options_are_left_out_of_the_probes(pytester: pytest.Pytester, flag: str) -> None:
+    """Probes run without pytest's cache, and so without its stepwise plugin,
+    whose options they would not know."""
+    pytester.makepyfile(test_c=POLLUTER, test_v=VICTIM)
+    result = find(pytester, "test_v.py::test_victim", flag)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["isolation: polluter: test_c.py::test_sets_mode *"])

@@ -10,6 +10,7 @@ import pytest
 from conftest import TIMEOUT
 from conftest import literal
 from conftest import run_guard
+from conftest import warned
 
 
 def line(source: str, text: str) -> int:
@@ -101,7 +102,8 @@ def test_process_wide_state(pytester: pytest.Pytester, monkeypatch: pytest.Monke
     monkeypatch.setenv("KEEP_ME", "1")
     pytester.makepyfile(test_process=PROCESS_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly", "-s")
-    result.assert_outcomes(passed=19, warnings=18)
+    result.assert_outcomes(passed=19)
+    assert warned(result) == 18
     lines = [
         "test_env leaked os.environ['LEAKY'] (was unset, now '1'), "
         f"at test_process.py:{line(PROCESS_LEAKS, 'LEAKY')}; use monkeypatch.setenv/delenv",
@@ -181,7 +183,8 @@ def test_what_a_test_module_assigns_is_watched_per_test(
         """
     )
     result = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", timeout=TIMEOUT)
-    result.assert_outcomes(passed=2, warnings=2)
+    result.assert_outcomes(passed=2)
+    assert warned(result) == 2
     result.stdout.fnmatch_lines(
         [
             "*test_a.py::test_replaces leaked email.utils.formatdate (was <function formatdate*",
@@ -194,7 +197,8 @@ def test_what_a_test_module_assigns_is_watched_per_test(
 def test_mock_patches_are_stopped_with_their_start_site(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_mocks=MOCK_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=6, warnings=6)
+    result.assert_outcomes(passed=6)
+    assert warned(result) == 6
     result.stdout.fnmatch_lines(
         [
             "*test_patch leaked an unstopped mock patch of os.getcwd, "
@@ -288,7 +292,8 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
     pytester.path.joinpath("app", "state.py").write_text(textwrap.dedent(PROJECT))
     pytester.makepyfile(test_attributes=ATTRIBUTE_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=12, warnings=11)
+    result.assert_outcomes(passed=12)
+    assert warned(result) == 11
     result.stdout.fnmatch_lines(
         [
             "*test_global_flag leaked app.state.DEBUG (was False, now True);"
@@ -340,7 +345,8 @@ def test_library_function_replaced_is_found_at_the_file_boundary(
         """,
     )
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=3, warnings=2)
+    result.assert_outcomes(passed=3)
+    assert warned(result) == 2
     result.stdout.fnmatch_lines(
         ["*test_a.py (one of its tests) leaked os.getpid (was <built-in function getpid>*"]
     )
@@ -383,7 +389,8 @@ def test_fakefs_patcher_and_monkeypatch_left_active(pytester: pytest.Pytester) -
     pytest.importorskip("pyfakefs")
     pytester.makepyfile(test_patchers=PATCHER_LEAKS)
     result = run_guard(pytester, "-p", "no:randomly", "-p", "pyfakefs.pytest_plugin")
-    result.assert_outcomes(passed=3, warnings=3)
+    result.assert_outcomes(passed=3)
+    assert warned(result) == 3
     result.stdout.fnmatch_lines(
         [
             "*test_fakefs_left_active leaked an active pyfakefs Patcher (was none, now *); "
@@ -436,7 +443,8 @@ def test_a_monkeypatch_made_after_the_first_one_was_found_is_undone_too(
 ) -> None:
     pytester.makepyfile(test_late=LATE_PATCHER)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=4, warnings=2)
+    result.assert_outcomes(passed=4)
+    assert warned(result) == 2
     for name, value in (("FIRST", "1"), ("SECOND", "2")):
         result.stdout.fnmatch_lines(
             [
@@ -468,7 +476,8 @@ LEFTOVERS = """
 def test_threads_processes_and_files_are_reported_not_undone(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leftovers=LEFTOVERS)
     result = run_guard(pytester, "-p", "no:randomly")
-    result.assert_outcomes(passed=4, warnings=3)
+    result.assert_outcomes(passed=4)
+    assert warned(result) == 3
     result.stdout.fnmatch_lines(
         [
             "*test_thread leaked thread 'sleeper' still running (daemon) (not undone); join*",
@@ -537,7 +546,8 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
     )
     pytester.makepyfile(test_deep=DEEP, test_next=DEEP_NEXT_FILE)
     default = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", "-v", timeout=TIMEOUT)
-    default.assert_outcomes(passed=7, failed=1, warnings=2)
+    default.assert_outcomes(passed=7, failed=1)
+    assert warned(default) == 2
     default.stdout.fnmatch_lines(
         [literal("E       AssertionError: assert (['seed', 'more'] == ['seed']*")]
     )
@@ -558,7 +568,8 @@ def test_containers_and_logger_handlers_and_the_deep_tier(
     deep = pytester.runpytest_subprocess(
         *mode, "-p", "no:randomly", "--isolation-leaks-deep", "-v", timeout=TIMEOUT
     )
-    deep.assert_outcomes(passed=8, warnings=3)
+    deep.assert_outcomes(passed=8)
+    assert warned(deep) == 3
     deep.stdout.fnmatch_lines(
         [
             "*test_fixture_value leaked the value of fixture 'shared' (scope=module), mutated in "

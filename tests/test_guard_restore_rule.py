@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import GUARD_MODES
 from tests.conftest import TIMEOUT
 from tests.conftest import literal
+from tests.conftest import warned
 
 PROJECT = """
 import logging
@@ -248,8 +249,9 @@ def test_patching_both_names_by_hand_is_still_a_leak(pytester: pytest.Pytester) 
                 assert client.go() == "real"
         """,
     )
-    result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
-    result.assert_outcomes(passed=2, warnings=2)
+    result = pytester.runpytest_subprocess("-p", "isolation", "-p", "leakwarnings", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    assert warned(result) == 2
     result.stdout.fnmatch_lines(["*test_polluter leaked client.fetch*"])
 
 
@@ -296,10 +298,13 @@ def test_nested_containers_below_a_lowercase_name_are_the_deep_tiers(
             """,
         }
     )
-    default = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
+    default = pytester.runpytest_subprocess(
+        "-p", "isolation", "-p", "leakwarnings", timeout=TIMEOUT
+    )
     default.assert_outcomes(failed=1, passed=1)
     deep = pytester.runpytest_subprocess(
-        "-p", "isolation", "--isolation-leaks-deep", timeout=TIMEOUT
+        "-p", "isolation", "-p", "leakwarnings", "--isolation-leaks-deep", timeout=TIMEOUT
     )
-    deep.assert_outcomes(passed=2, warnings=1)
+    deep.assert_outcomes(passed=2)
+    assert warned(deep) == 1
     deep.stdout.fnmatch_lines([literal("*test_polluter leaked proj.tables.settings['db']*")])

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import TIMEOUT
 from conftest import literal
+from conftest import warned
 
 
 def run(pytester: pytest.Pytester, mode: tuple[str, ...], *args: str) -> pytest.RunResult:
@@ -103,7 +104,8 @@ def test_deep_tier_keeps_a_module_fixture_s_in_place_change(
         """,
     )
     result = run(pytester, mode, "--isolation-leaks-deep")
-    result.assert_outcomes(passed=4, warnings=1)
+    result.assert_outcomes(passed=4)
+    assert warned(result) == 1
     # The message says which key changed.
     result.stdout.fnmatch_lines(
         ["*test_3 leaked appcfg.SETTINGS (mutated in place) (changed 'mode'); copy it*"]
@@ -174,7 +176,8 @@ def test_a_clean_up_is_no_leak_and_a_closed_resource_is_never_put_back(
         """
     )
     result = run(pytester, mode, "-v")
-    result.assert_outcomes(passed=5, warnings=1)
+    result.assert_outcomes(passed=5)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(
         [
             "*test_d leaked proj.scheduler.EAGER (was <*ThreadPoolExecutor*, now <*"
@@ -270,7 +273,8 @@ def test_a_private_cache_rebuilt_is_routine_and_a_public_one_a_leak(
         """,
     )
     result = run(pytester, mode, "-v")
-    result.assert_outcomes(passed=6, warnings=1)
+    result.assert_outcomes(passed=6)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(
         [
             "*test_resets_the_registry leaked lexers.Registry.PLUGINS*",
@@ -293,7 +297,8 @@ def test_one_warning_per_key_and_the_summary_counts_the_tests(
         """
     )
     result = run(pytester, mode)
-    result.assert_outcomes(passed=5, warnings=1)
+    result.assert_outcomes(passed=5)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(
         [
             "*= isolation: 5 tests leaked state =*",
@@ -324,7 +329,8 @@ def test_a_re_import_is_one_line(pytester: pytest.Pytester, mode: tuple[str, ...
         """
     )
     result = run(pytester, mode)
-    result.assert_outcomes(passed=2, warnings=2)
+    result.assert_outcomes(passed=2)
+    assert warned(result) == 2
     result.stdout.fnmatch_lines(
         [
             "*test_reloads leaked proj.big re-imported: 22 of its names are new "
@@ -350,7 +356,8 @@ def test_messages_say_what_differs(pytester: pytest.Pytester, mode: tuple[str, .
         """
     )
     result = run(pytester, mode)
-    result.assert_outcomes(passed=2, warnings=2)
+    result.assert_outcomes(passed=2)
+    assert warned(result) == 2
     result.stdout.fnmatch_lines(
         [
             "*leaked proj.config.DISABLE (rebound to a new, equal list: []);*",
@@ -550,7 +557,8 @@ def test_a_blanket_error_filter_does_not_fail_a_leak(
         """
     )
     result = run(pytester, mode)
-    result.assert_outcomes(passed=1, failed=1, warnings=1)
+    result.assert_outcomes(passed=1, failed=1)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(["*test_new_logger leaked logger 'made_by_the_test'*"])
     named = run(pytester, mode, "-W", "error::pytest_isolation.LeakedStateWarning")
     named.assert_outcomes(passed=1, failed=1, errors=1)
@@ -611,7 +619,8 @@ def test_a_lambda_set_again_by_each_test_is_no_re_import(
         """
     )
     result = run(pytester, mode)
-    result.assert_outcomes(passed=2, warnings=1)
+    result.assert_outcomes(passed=2)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(["*test_sets[[]1] leaked proj.throttle.T.timer (was None, now <*"])
     result.stdout.no_fnmatch_line("*re-imported*")
 
@@ -684,7 +693,8 @@ def test_pytest_s_own_package_set_up_is_no_leak(
         },
     )
     result = run(pytester, mode)
-    result.assert_outcomes(passed=3, warnings=1)
+    result.assert_outcomes(passed=3)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(
         ["*LeakedStateWarning: pkg/snippets/b.txt::inserts leaked sys.path*"]
     )

@@ -80,8 +80,8 @@ def test_pytest_timeout_in_children(pytester: pytest.Pytester, start: str, metho
     else:  # pytest-timeout ends the process: the child's crash is reported, the file resumes
         result.stdout.fnmatch_lines(
             [
-                "*isolation: the process running test_slow.py exited with code 1 while running "
-                "test_slow (call)*",
+                "*isolation: exited with code 1 while running test_slow (call), "
+                "the process of test_slow.py*",
             ]
         )
         result.stdout.fnmatch_lines(["*+ Timeout +*"])  # pytest-timeout's stack dump

@@ -252,6 +252,6 @@ def test_a_quarantined_test_that_crashes_is_quarantined_not_retried(
         [
             "test_native.py: attempt 1: crashed (SIGSEGV) in test_segv",
             "QUARANTINED test_native.py::test_segv - crashes in libfoo (q.txt:1)",
-            "    isolation: the process running test_native.py was killed by signal 11 (SIGSEGV)*",
+            "    isolation: killed by signal 11 (SIGSEGV) while running test_segv (call)*",
         ]
     )

@@ -115,8 +115,8 @@ def test_a_crash_on_every_attempt_is_reported_with_every_attempt(
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*isolation: the process running test_crash.py was killed by signal 11 (SIGSEGV) "
-            "while running test_segv (call)*",
+            "*isolation: killed by signal 11 (SIGSEGV) while running test_segv (call), "
+            "the process of test_crash.py*",
             "attempt 1 crashed (was killed by signal 11 (SIGSEGV)), "
             "attempt 2 crashed (was killed by signal 11 (SIGSEGV))",
             "test_crash.py: attempt 1: crashed (SIGSEGV) in test_segv; "

@@ -51,8 +51,8 @@ def test_timeout_ends_the_process_tree_and_fails_the_running_test(
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*isolation: the process running test_hang.py timed out after 2 s while running "
-            "test_hangs (call)*",
+            "*isolation: timed out after 2 s while running test_hangs (call), "
+            "the process of test_hang.py*",
             '*File "*test_hang.py", line * in test_hangs*',
         ]
     )

@@ -12,6 +12,7 @@ from conftest import literal
 from conftest import run_file_mode
 from conftest import run_guard
 from conftest import run_plain
+from conftest import warned
 from test_parity import junit_cases
 from test_parity import mixed  # noqa: F401 - the fixture
 from test_parity import short_summary
@@ -137,7 +138,8 @@ def test_the_guard_in_plain_xdist_workers(pytester: pytest.Pytester) -> None:
         test_leak="import os\ndef test_env(): os.environ['LEAKED_BY_A_WORKER'] = '1'\n",
     )
     result = run_guard(pytester, *XDIST, "-n", "2")
-    result.assert_outcomes(passed=4, warnings=1)
+    result.assert_outcomes(passed=4)
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(
         ["*= isolation: 1 test leaked state =*", "*", "  by test_leak.py::test_env"]
     )

@@ -9,11 +9,13 @@ import pytest
 
 from pytest_isolation import lint
 from pytest_isolation.ci import quarantine
+from pytest_isolation.ci.split import STRATEGIES
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core import options
 from pytest_isolation.core import placement
 from pytest_isolation.core.names import CHILD_ENV
+from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.settings import CHOICES
 from pytest_isolation.core.settings import MODE_ENV
@@ -53,38 +55,74 @@ _HELP = {
 }
 
 
-#: Options taking seconds, by dest (= ini key); an empty ini value means the default.
-_SECONDS = {
-    "isolation_timeout": "File mode: a file's child may run this long; then its threads' "
-    "tracebacks are dumped, its whole process tree ended and the running test failed (ini "
-    "isolation_timeout; default: no limit).",
-    "isolation_kill_grace": "After --isolation-timeout, how long the processes get between "
-    "SIGTERM and SIGKILL (ini isolation_kill_grace; default 10).",
+#: Where a path from an ini key starts (see ``options.path``).
+_RELATIVE = "an ini value is relative to the ini file"
+
+#: The deep tier, as ``guard/snapshots.py`` and ``guard/watch.py`` switch it on.
+_DEEP = Setting(
+    "Leak guard, deep tier: also the project's class-level containers mutated in place, "
+    "containers held in any module-level one (not only in one bound to an UPPER_CASE name), "
+    "and higher-scoped fixture values mutated in place by a test that requested them "
+    "(module-level containers, named loggers' handlers and lazily initialised globals are "
+    "checked without it).",
+    default="false",
+)
+
+#: File mode's limits on a child, by dest (= ini key).
+_LIMITS = {
+    "isolation_timeout": Setting(
+        "File mode: a file's child may run this long; then its threads' tracebacks are "
+        "dumped, its whole process tree ended and the running test failed.",
+        "SECONDS",
+        unset="no limit",
+    ),
+    "isolation_kill_grace": Setting(
+        "After --isolation-timeout, how long the processes get between SIGTERM and SIGKILL.",
+        "SECONDS",
+        "10",
+    ),
 }
 
+#: Sharding, by dest (= ini key); --isolation-store-durations, an action, has no key.
+_SHARDING = {
+    "isolation_shard": Setting(
+        "Run only shard K of N (1-based) of the test files; 'auto': the shard "
+        "CI_NODE_INDEX/CI_NODE_TOTAL, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
+        "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT name (every file when none is set).",
+        "K/N|auto",
+        unset="no sharding",
+    ),
+    "isolation_shard_strategy": Setting(
+        "How files are split: duration (balance the durations of --isolation-durations), "
+        "round-robin, or auto (duration with --isolation-durations, else round-robin).",
+        "|".join(STRATEGIES),
+        STRATEGIES[0],
+    ),
+    "isolation_durations": Setting(
+        "A JSON file of each test file's duration (committed: every job reads the same) for "
+        f"--isolation-shard to balance; {_RELATIVE}.",
+        "PATH",
+    ),
+}
 
-#: Options taking a value, by dest, with their metavar, help and whether an
-#: ini key of the same name gives their default.
-_VALUES = {
-    "isolation_retries": (
-        "N",
+#: Reruns, known failures and the run report, by dest (= ini key).
+_OUTCOMES = {
+    "isolation_retries": Setting(
         "File mode: run a file whose child failed (failures, errors, crash, timeout) again in a "
         "fresh process, up to N more times; a test that passes on a retry is reported passed "
-        "and listed as flaky (ini isolation_retries; default 0).",
-        True,
+        "and listed as flaky.",
+        "N",
+        "0",
     ),
-    "isolation_quarantine": (
-        "PATH",
+    "isolation_quarantine": Setting(
         "A file of known failures (node ids, paths or globs, '# reason'); they are reported as "
-        "quarantined and do not fail the run (ini isolation_quarantine, relative to the ini "
-        "file).",
-        True,
-    ),
-    "isolation_report": (
+        f"quarantined and do not fail the run; {_RELATIVE}.",
         "PATH",
+    ),
+    "isolation_report": Setting(
         "Write a JSON run report: each file's outcome, duration, attempts, exit code or signal, "
-        "test and leak counts; flaky and quarantined tests; shard; versions.",
-        False,
+        f"test and leak counts; flaky and quarantined tests; shard; versions; {_RELATIVE}.",
+        "PATH",
     ),
 }
 
@@ -103,29 +141,10 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
+    group = parser.getgroup(*options.GROUP)
     for dest, choices in CHOICES.items():
-        flag = flag_of(dest)
-        group.addoption(
-            flag,
-            dest=dest,
-            default=None,
-            metavar="|".join(choices),
-            help=f"{_HELP[dest]} Default: {choices[0]} (ini {dest}).",
-        )
-        parser.addini(dest, f"Default of {flag} ({', '.join(choices)}).", default=choices[0])
-    group.addoption(
-        "--isolation-leaks-deep",
-        dest="isolation_leaks_deep",
-        action="store_true",
-        default=False,
-        help="Leak guard, deep tier: also in-place mutation of the project's module- and "
-        "class-level containers, named loggers' handlers and higher-scoped fixture values, "
-        "and lazy initialisation of globals (ini isolation_leaks_deep).",
-    )
-    parser.addini(  # a string, read by options.boolean: pytest's own check names no key
-        "isolation_leaks_deep", "Default of --isolation-leaks-deep (true or false).", default=""
-    )
+        Setting(_HELP[dest], "|".join(choices), choices[0]).add(parser, dest)
+    _DEEP.add(parser, "isolation_leaks_deep")
     group.addoption(
         "--isolation-twice",
         dest="isolation_twice",
@@ -135,38 +154,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "process, before the leak guard puts anything back; a test whose repeat fails is "
         "reported as 'passes once, fails when repeated', with what its first run left changed.",
     )
-    for dest, text in _SECONDS.items():
-        flag = flag_of(dest)
-        group.addoption(flag, dest=dest, default=None, metavar="SECONDS", help=text)
-        parser.addini(dest, f"Default of {flag}.", default="")
-    group.addoption(
-        "--isolation-shard",
-        dest="isolation_shard",
-        default=None,
-        metavar="K/N",
-        help="Run only shard K of N (1-based) of the test files; 'auto': the shard "
-        "CI_NODE_INDEX/CI_NODE_TOTAL, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
-        "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT name (every file when none is "
-        "set). Without it (or ini isolation_shard), no sharding.",
-    )
-    parser.addini("isolation_shard", "Default of --isolation-shard (K/N or auto).", default="")
-    group.addoption(
-        "--isolation-shard-strategy",
-        dest="isolation_shard_strategy",
-        default=None,
-        metavar="auto|round-robin|duration",
-        help="How files are split: duration (balance the durations of --isolation-durations), "
-        "round-robin, or auto (duration with --isolation-durations, else round-robin). "
-        "Default: auto.",
-    )
-    group.addoption(
-        "--isolation-durations",
-        dest="isolation_durations",
-        default=None,
-        metavar="PATH",
-        help="A JSON file of each test file's duration (committed: every job reads the same) "
-        "for --isolation-shard to balance.",
-    )
+    for dest, setting in {**_LIMITS, **_SHARDING}.items():
+        setting.add(parser, dest)
     group.addoption(
         "--isolation-store-durations",
         dest="isolation_store_durations",
@@ -175,11 +164,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write this run's file durations to --isolation-durations (default "
         "isolation-durations.json in the rootdir), to commit.",
     )
-    for dest, (metavar, text, ini) in _VALUES.items():
-        flag = flag_of(dest)
-        group.addoption(flag, dest=dest, default=None, metavar=metavar, help=text)
-        if ini:
-            parser.addini(dest, f"Default of {flag}.", default="")
+    for dest, setting in _OUTCOMES.items():
+        setting.add(parser, dest)
     parser.addini(
         "isolation_paths",
         "File mode: where the files matching a pattern run, one 'GLOB: MODE' per line, "

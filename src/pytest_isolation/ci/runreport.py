@@ -111,16 +111,17 @@ class RunReport:
         self.started = time.time()
         self.current: str | None = None
         self.unowned_leaks = 0
-        path, _ = options.raw(config, "isolation_report", ini=False)
+        found = options.path(config, "isolation_report")
         #: Count each file's tests only for a report (a worker's go to the
         #: controller, which writes it): asking every plugin for each
         #: report's status costs ~20 µs a test.
-        self.counting = bool(path)
+        self.counting = found is not None
         # An xdist worker's results reach the controller, which writes the report.
-        self.path = Path(path) if path and not is_worker(config) else None
-        self.target = (
-            None if self.path is None else outputs.checked(self.path, "--isolation-report")
-        )
+        self.path: Path | None = None
+        self.target: Path | None = None
+        if found is not None and not is_worker(config):
+            self.path = options.relative(config, found[0])  # as the user wrote it
+            self.target = outputs.checked(self.path, found[1])
         #: Why the report could not be written at the end, for the summary.
         self.failed: str | None = None
 

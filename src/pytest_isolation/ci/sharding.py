@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -13,6 +12,7 @@ from pytest_isolation.ci import split
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.words import counted
 
 DEFAULT_DURATIONS = "isolation-durations.json"
 
@@ -31,17 +31,14 @@ class Sharding:
             self.whole = (
                 f"isolation: {source}=auto: no CI parallel-job variables set, every test file runs"
             )
-        self.strategy = (
-            options.choice(config, "isolation_shard_strategy", split.STRATEGIES, ini=False)
-            if config.getoption("isolation_shard_strategy")
-            else "auto"
-        )
-        path = config.getoption("isolation_durations")
-        self.durations_file = Path(path) if path else None
+        self.strategy = options.choice(config, "isolation_shard_strategy", split.STRATEGIES)
+        path, named = options.path(config, "isolation_durations") or (None, "")
+        self.durations_file = None if path is None else options.relative(config, path)
         if self.shard is not None and self.strategy == "duration" and path is None:
+            asked = options.raw(config, "isolation_shard_strategy")[1]
             raise pytest.UsageError(
-                "--isolation-shard-strategy=duration needs --isolation-durations FILE, one "
-                "file every job reads (committed): the durations in each job's pytest cache "
+                f"{asked}=duration needs --isolation-durations FILE (ini isolation_durations), "
+                "one file every job reads (committed): the durations in each job's pytest cache "
                 "differ, so the shards would overlap and leave files out"
             )
         self.store = bool(config.getoption("isolation_store_durations"))
@@ -54,7 +51,7 @@ class Sharding:
         self.known: dict[str, float] = {}
         # A file to read must exist, unless this run is the one writing it.
         if self.durations_file is not None and (not self.store or self.durations_file.exists()):
-            self.known = split.load_durations(self.durations_file)
+            self.known = split.load_durations(self.durations_file, named)
         cache = getattr(config, "cache", None)
         if not self.known and cache is not None:
             cached = cache.get(split.CACHE_KEY, {})
@@ -93,7 +90,7 @@ class Sharding:
         mine, files = self.counts
         return (
             f"isolation: shard {index}/{total} ({self.used_strategy}, from {self.shard.source}): "
-            f"{mine} of {files} test files"
+            f"{mine} of {counted(files, 'test file')}"
         )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

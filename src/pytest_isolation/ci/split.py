@@ -184,26 +184,24 @@ def digest(assignment: Mapping[str, int], total: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def load_durations(path: Path) -> dict[str, float]:
-    """A durations file: ``{"path/to/test_x.py": seconds, ...}``."""
+def load_durations(path: Path, source: str) -> dict[str, float]:
+    """A durations file: ``{"path/to/test_x.py": seconds, ...}``; ``source``
+    (the option, or the ini key) names it in a usage error."""
     try:
         data = json.loads(outputs.read_input(path))
     except FileNotFoundError:
-        raise pytest.UsageError(f"--isolation-durations: no such file: {str(path)!r}") from None
+        raise pytest.UsageError(f"{source}: no such file: {str(path)!r}") from None
     except OSError as error:  # a directory, a file it may not read
         raise pytest.UsageError(
-            f"--isolation-durations: cannot read {str(path)!r}: {error.strerror or error}"
+            f"{source}: cannot read {str(path)!r}: {error.strerror or error}"
         ) from None
     except ValueError as error:  # not JSON, or not UTF-8
-        raise pytest.UsageError(
-            f"--isolation-durations: {str(path)!r} is not valid JSON: {error}"
-        ) from None
+        raise pytest.UsageError(f"{source}: {str(path)!r} is not valid JSON: {error}") from None
     if not isinstance(data, dict) or not all(
         isinstance(k, str) and _seconds(v) for k, v in data.items()
     ):
         raise pytest.UsageError(
-            f"--isolation-durations: {str(path)!r} must map file paths to seconds "
-            "(finite numbers of 0 or more)"
+            f"{source}: {str(path)!r} must map file paths to seconds (finite numbers of 0 or more)"
         )
     return {key: float(value) for key, value in data.items()}
 

@@ -1,14 +1,17 @@
 """Reading option and ini values, the one place every feature's values are checked.
 
-Each reader takes the command-line value if given, else (where the option
-has one) the ini key of the same name, and raises ``pytest.UsageError``
-naming the option or key and the value.  A part that reports bad input its
+Each reader takes the command-line value if given, else the ini key of the
+same name (every option read here has one, registered by :class:`Setting`;
+what says what one run does, a target or an action, has none and is read
+with ``config.getoption``), and raises ``pytest.UsageError`` naming the
+option or key and the value.  A part that reports bad input its
 own way (the selector's ``invalid_input`` refusal, the finder's exit code)
 catches it around its reads.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,38 @@ MAX_SECONDS = 7 * 24 * 3600.0
 MAX_KILL_GRACE = 600.0
 #: The largest whole number any option takes.
 MAX_COUNT = 1_000_000
+
+
+#: The plugin's option group: its name and its title in ``pytest --help``.
+GROUP = ("isolation", "test isolation (pytest-isolation)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """An option with an ini key of the same name as its dest, one help text
+    for both.  The option's own default is None (False for a flag), so that
+    an option not given falls back to the ini key."""
+
+    text: str
+    #: The option's value in ``--help`` (``off|file``, ``PATH``); empty for a flag.
+    metavar: str = ""
+    #: The ini key's default, as ini text (``""``: unset).
+    default: str = ""
+    #: What an unset default means, in words (``no limit``).
+    unset: str = "none"
+
+    def add(self, parser: pytest.Parser, dest: str) -> None:
+        name = flag_of(dest)
+        text = f"{self.text} Default: {self.default or self.unset}"
+        kind: dict[str, object] = (
+            {"metavar": self.metavar, "default": None}
+            if self.metavar
+            else {"action": "store_true", "default": False}
+        )
+        parser.getgroup(*GROUP).addoption(name, dest=dest, help=f"{text} (ini {dest}).", **kind)
+        # A flag's key is a string read by boolean(): pytest's bool type names no key.
+        given = f"read when {name} is not given" if self.metavar else f"{name} turns it on"
+        parser.addini(dest, f"{text}; {given}.", default=self.default)
 
 
 def blank_options(config: pytest.Config) -> list[str]:
@@ -41,20 +76,20 @@ def flag_of(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def raw(config: pytest.Config, dest: str, ini: bool = True) -> tuple[str, str]:
+def raw(config: pytest.Config, dest: str) -> tuple[str, str]:
     """The command-line value if given, else the ini value, and where it came from."""
     value = config.getoption(dest)
-    if value is not None or not ini:
-        return ("" if value is None else str(value)), flag_of(dest)
+    if value is not None:
+        return str(value), flag_of(dest)
     return str(config.getini(dest)).strip(), f"{dest} (ini)"
 
 
-def choice(config: pytest.Config, dest: str, choices: tuple[str, ...], ini: bool = True) -> str:
+def choice(config: pytest.Config, dest: str, choices: tuple[str, ...], default: str = "") -> str:
     """The value of ``dest``, one of ``choices``; an empty ini value means
-    the default, ``choices[0]``."""
-    value, source = raw(config, dest, ini)
+    the default, ``default`` or else ``choices[0]``."""
+    value, source = raw(config, dest)
     if not value and source.endswith("(ini)"):
-        return choices[0]
+        return default or choices[0]
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
         raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
@@ -79,6 +114,12 @@ def boolean(config: pytest.Config, dest: str, default: bool = False) -> bool:
     return TRUTH[value.lower()]
 
 
+def flag(config: pytest.Config, dest: str) -> bool:
+    """A flag with an ini key: on when given, else the key's truth value (the
+    flag only turns it on; ``-o KEY=false`` turns off an ini ``true``)."""
+    return bool(config.getoption(dest)) or boolean(config, dest)
+
+
 def whole(text: str) -> bool:
     """ASCII digits only (``int()`` also takes ``" 3"``, ``"+3"`` and ``"٣"``)."""
     return text.isascii() and text.isdigit()
@@ -88,13 +129,12 @@ def count(
     config: pytest.Config,
     dest: str,
     minimum: int = 0,
-    ini: bool = True,
     expected: str = "",
     maximum: int = MAX_COUNT,
 ) -> int | None:
     """A whole number from ``minimum`` to ``maximum``; None if unset.
     ``expected`` overrides the phrase after "expected" in the message."""
-    value, source = raw(config, dest, ini)
+    value, source = raw(config, dest)
     if not value:
         return None
     number = int(value) if whole(value) else None
@@ -108,11 +148,9 @@ def count(
     return number
 
 
-def seconds(
-    config: pytest.Config, dest: str, ini: bool = True, maximum: float = MAX_SECONDS
-) -> float | None:
+def seconds(config: pytest.Config, dest: str, maximum: float = MAX_SECONDS) -> float | None:
     """A positive number of seconds, at most ``maximum``; None if unset."""
-    value, source = raw(config, dest, ini)
+    value, source = raw(config, dest)
     if not value:
         return None
     try:
@@ -127,14 +165,24 @@ def seconds(
     return number
 
 
-def path(config: pytest.Config, dest: str, ini: bool = True) -> tuple[Path, str] | None:
+def path(config: pytest.Config, dest: str) -> tuple[Path, str] | None:
     """A path and where it came from; None if unset.  A command-line value is
     relative to the directory pytest was invoked from, an ini value to the
     ini file's directory (the rootdir without one)."""
-    value, source = raw(config, dest, ini)
+    value, source = raw(config, dest)
     if not value:
         return None
     if source == flag_of(dest):
         return config.invocation_params.dir / value, source
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     return base / value, source
+
+
+def relative(config: pytest.Config, path: Path) -> Path:
+    """``path`` as a user writes it where pytest was started: relative to
+    that directory when below it (``--isolation-report=out/r.json`` stays
+    ``out/r.json`` in messages), else as it is."""
+    try:
+        return path.relative_to(config.invocation_params.dir)
+    except ValueError:
+        return path

@@ -153,11 +153,17 @@ class Leak:
     #: State a project advances as a matter of course (see
     #: :data:`pytest_isolation.guard.routine.KINDS`): put back, never warned.
     routine: str = ""
+    #: "error" once the leak was reported as an error (``--isolation-leaks=error``,
+    #: or a ``-W error::LeakedStateWarning``): the summary does not repeat it.
+    shown: str = ""
 
-    def message(self) -> str:
+    def message(self, owner: bool = True) -> str:
+        """The sentence a person reads; ``owner=False`` where the test is
+        named already (its error's header and short summary line)."""
         site = f", at {self.site}" if self.site else ""
         undone = "" if self.restored else " (not undone)"
-        return f"{self.owner} leaked {self.what}{site}{undone}; {self.hint}"
+        who = f"{self.owner} " if owner else ""
+        return f"{who}leaked {self.what}{site}{undone}; {self.hint}"
 
     def to_wire(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -66,6 +66,8 @@ _DROP = frozenset(
         "--stepwise",
         "--sw-skip",
         "--stepwise-skip",
+        "--sw-reset",  # probes run without the cache, so without pytest's stepwise
+        "--stepwise-reset",
         "--cache-clear",
         "-x",
         "--exitfirst",
@@ -77,6 +79,10 @@ _DROP = frozenset(
         "--randomly-dont-reset-seed",
     }
 )
+
+
+#: A run report the ini file asks for is the user's run's: a probe writes none.
+_NO_REPORT = ("-o", "isolation_report=")
 
 
 class FindError(Exception):
@@ -183,8 +189,8 @@ class Finder:
     def __init__(self, config: pytest.Config, victim: str) -> None:
         self.config = config
         self.victim = self._nodeid(victim)
-        self.width = options.count(config, "isolation_probes", minimum=1, ini=False) or 1
-        limit = options.seconds(config, "isolation_find_timeout", ini=False)
+        self.width = options.count(config, "isolation_probes", minimum=1) or 1
+        limit = options.seconds(config, "isolation_find_timeout")
         self.started = time.monotonic()
         self.deadline = None if limit is None else self.started + limit
         self.limit = limit
@@ -192,13 +198,9 @@ class Finder:
         if config.pluginmanager.has_plugin("xdist"):
             self.options += ["-n", "0"]
         self.paths = list(config.args)
-        listed = config.getoption("isolation_find_json")
+        found = options.path(config, "isolation_find_json")
         #: Checked now: a bad path must not cost the whole search.
-        self.json_target = (
-            outputs.checked(Path(config.invocation_params.dir, listed), "--isolation-find-json")
-            if listed
-            else None
-        )
+        self.json_target = None if found is None else outputs.checked(*found)
         self.probes = 0
         #: Each set already run, with whether it reproduced.
         self.known: dict[tuple[str, ...], bool] = {}
@@ -298,6 +300,7 @@ class Finder:
     def _run_many(self, runs: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> list[Outcome]:
         common = [
             *self.options,
+            *_NO_REPORT,
             "-p",
             "pytest_isolation.diagnose.probe",
             "-p",
@@ -328,6 +331,7 @@ class Finder:
     def _collect(self) -> list[str]:
         args = [
             *self.options,
+            *_NO_REPORT,
             "-p",
             "pytest_isolation.diagnose.probe",
             "-p",
@@ -353,7 +357,7 @@ class Finder:
             self.known[run] = outcome.victim == self.goal
             if outcome.failure:
                 self.failure = outcome.failure
-            verb = "fails" if outcome.victim == "failed" else outcome.victim
+            verb = _verb(outcome.victim)
             count = len(run) - 1
             tests = counted(count, "test")
             left = f" ({self.left})" if self.left else ""
@@ -369,10 +373,8 @@ class Finder:
         try:
             code = self._search()
         except OutOfTime:
-            self.say(
-                f"gave up: --isolation-find-timeout={self.limit:g} s ran out after "
-                f"{self.probes} probes"
-            )
+            limited = options.raw(self.config, "isolation_find_timeout")[1]
+            self.say(f"gave up: {limited}={self.limit:g} s ran out after {_probes(self.probes)}")
             self.result["outcome"] = "timed-out"
             code = 1
         self.result["probes"] = self.probes
@@ -408,20 +410,20 @@ class Finder:
             self.say("it fails alone: it depends on state an earlier test sets; looking for that")
         else:
             self.result["kind"] = "polluter"
-            self.say(f"alone it {alone}")
+            self.say(f"alone it {_verb(alone)}")
         after_all = self._run_many([[*preceding, victim]])[0]
         after = after_all.victim
         self.failure = after_all.failure or self.failure
         self.result["after_all"] = after
         if after != self.goal:
-            verb = "fails" if after == "failed" else after
+            verb = _verb(after)
             self.say(
                 f"after all {counted(len(preceding), 'test')} before it, it {verb} too: not "
                 "order-dependent in this order"
             )
             self.result["outcome"] = "not-order-dependent"
             return 1
-        verb = "fails" if after == "failed" else after
+        verb = _verb(after)
         self.say(f"after all {counted(len(preceding), 'test')} before it, it {verb}: bisecting")
         self.known[(*preceding, victim)] = True
         culprits = search(files, self.reproduces, self.width, self._note)
@@ -445,7 +447,7 @@ class Finder:
             self.probes += 1
             self.known[run] = outcome.victim == self.goal
             them = "it" if not found and len(culprits) == 1 else "them"
-            verb = "fails" if outcome.victim == "failed" else outcome.victim
+            verb = _verb(outcome.victim)
             count = counted(len(left), "test")
             said = f"probe {self.probes}: without {them}, after the other {count} it"
             if outcome.victim != self.goal:
@@ -479,8 +481,7 @@ class Finder:
                 self.say(f"  [{leak['category']}] {leak['what']}{site} ({leak['owner']})")
             if len(leaks) > LEAKS_SHOWN:
                 more = len(leaks) - LEAKS_SHOWN
-                listed = self.config.getoption("isolation_find_json")
-                where = "" if listed else " (--isolation-find-json lists them)"
+                where = "" if self.json_target else " (--isolation-find-json lists them)"
                 self.say(f"  and {more} more{where}")
         else:
             self.say("the leak guard found nothing it watches changed (see the limitations)")
@@ -524,8 +525,16 @@ class Finder:
 MORE_ROUNDS = 5
 
 
+#: What the victim does in a probe, by its outcome: one tense throughout.
+VERBS = {"failed": "fails", "passed": "passes", "skipped": "is skipped", "not run": "does not run"}
+
+
+def _verb(outcome: str) -> str:
+    return VERBS.get(outcome, outcome)
+
+
 def _probes(count: int) -> str:
-    return "1 probe" if count == 1 else f"{count} probes"
+    return counted(count, "probe")
 
 
 def _files(nodeids: Sequence[str]) -> list[tuple[str, ...]]:

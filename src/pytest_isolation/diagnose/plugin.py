@@ -16,12 +16,26 @@ import sys
 
 import pytest
 
+from pytest_isolation.core.options import GROUP
+from pytest_isolation.core.options import Setting
 from pytest_isolation.core.xdist import is_worker
+
+#: The search's settings, by dest (= ini key); the victim is this one run's: no key.
+SETTINGS = {
+    "isolation_probes": Setting("--isolation-find-polluter: pytest runs at a time.", "N", "1"),
+    "isolation_find_timeout": Setting(
+        "--isolation-find-polluter: give up after this long.", "SECONDS", unset="no limit"
+    ),
+    "isolation_find_json": Setting(
+        "--isolation-find-polluter: write the result as JSON to PATH; an ini value is relative "
+        "to the ini file.",
+        "PATH",
+    ),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
-    group.addoption(
+    parser.getgroup(*GROUP).addoption(
         "--isolation-find-polluter",
         dest="isolation_find_polluter",
         default=None,
@@ -29,27 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Find the earlier test(s) that make this test fail in the order the given paths "
         "and options run (or, if it fails alone, the ones it needs), and what they leaked.",
     )
-    group.addoption(
-        "--isolation-probes",
-        dest="isolation_probes",
-        default="1",
-        metavar="N",
-        help="--isolation-find-polluter: pytest runs at a time (default 1).",
-    )
-    group.addoption(
-        "--isolation-find-timeout",
-        dest="isolation_find_timeout",
-        default=None,
-        metavar="SECONDS",
-        help="--isolation-find-polluter: give up after this long (default: no limit).",
-    )
-    group.addoption(
-        "--isolation-find-json",
-        dest="isolation_find_json",
-        default=None,
-        metavar="PATH",
-        help="--isolation-find-polluter: write the result as JSON to PATH.",
-    )
+    for dest, setting in SETTINGS.items():
+        setting.add(parser, dest)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's main: the finder runs pytest itself

@@ -30,6 +30,7 @@ from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import REPEAT_ATTR
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
 from pytest_isolation.diagnose import phases
 
@@ -137,11 +138,8 @@ class Twice:
             )
         if self.failed:
             count = len(self.failed)
-            tests = (
-                f"{count} tests pass once and fail"
-                if count != 1
-                else "1 test passes once and fails"
-            )
+            tests = f"{counted(count, 'test')} {agreeing(count, 'passes', 'pass')} once and "
+            tests += agreeing(count, "fails", "fail")
             terminalreporter.write_sep("=", f"isolation: {tests} when repeated")
             for report in self.failed:
                 terminalreporter.write_line(report.nodeid)

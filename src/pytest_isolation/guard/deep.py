@@ -15,6 +15,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
+from pytest_isolation.core.words import counted
 from pytest_isolation.guard import dictversion
 from pytest_isolation.guard.attributes import Space
 from pytest_isolation.guard.process import LibraryLogger
@@ -176,7 +177,7 @@ class Content:
 
     def __repr__(self) -> str:
         kind = type(self.container).__name__
-        return f"{kind} of {self.size} item{'s' if self.size != 1 else ''}"
+        return f"{kind} of {counted(self.size, 'item')}"
 
 
 #: Built-in container types whose own ``==`` the fast check may call.

@@ -7,6 +7,7 @@ import dataclasses
 import types
 
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.words import counted
 from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.routine import KINDS
 from pytest_isolation.guard.state import MISSING
@@ -112,7 +113,7 @@ def fold_reimports(leaks: list[tuple[Found, Leak]]) -> list[Leak]:
             )
             key = module
         else:
-            count = f"{len(names)} module{'s' if len(names) != 1 else ''}"
+            count = counted(len(names), "module")
             what = f"sys.modules: {count} re-imported ({shown})"
             key = "re-imported"
         category = first.category if module else "sys.modules"

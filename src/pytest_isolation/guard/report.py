@@ -9,6 +9,7 @@ and lazily filled state, private caches rebuilt) gets one line, and with ``-v`` 
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
@@ -18,6 +19,8 @@ import pytest
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.warnings import blanket_error
+from pytest_isolation.core.words import agreeing
+from pytest_isolation.core.words import counted
 
 #: How the routine line counts each kind: (one, many).
 KIND_NOUNS = {
@@ -52,6 +55,11 @@ class LeakLog:
         #: Told of every leak the first time it is recorded.
         self.notify = notify
 
+    def first_of_key(self, leak: Leak) -> bool:
+        """Whether ``leak`` would be the first of its key by its kind of owner."""
+        same_key = self.by_key.get(_key(leak), [])
+        return not any(other.kind == leak.kind for other in same_key)
+
     def add(self, leak: Leak) -> bool:
         """Record a leak; whether it is the first of its key by a test (or by
         a fixture, or by a file): the one to warn about."""
@@ -80,9 +88,15 @@ class LeakLog:
             if self.policy == "quiet":
                 reporter.write_line("restored quietly; run with --isolation-leaks=warn for details")
                 return
-            for line, leaks in _per_object(leaked):
+            unshown = [group for leaks in leaked if (group := [x for x in leaks if not x.shown])]
+            for line, leaks in _per_object(unshown):
                 reporter.write_line(line)
                 reporter.write_line(f"  by {_owners(leaks)}")
+            errors = sum(1 for leaks in leaked for leak in leaks if leak.shown)
+            if errors:
+                more = "and " if unshown else ""
+                shown = agreeing(errors, "an error", "errors")
+                reporter.write_line(f"{more}{counted(errors, 'leak')} shown as {shown} above")
         if routine:
             self._summarize_routine(reporter, routine)
 
@@ -108,7 +122,7 @@ class LeakLog:
         for leaks in routine:
             first = leaks[0]
             count = len({leak.owner for leak in leaks})
-            many = f"{count} tests, first " if count > 1 else ""
+            many = f"{count} tests, first " if count > 1 else ""  # agrees: count > 1
             site = f", at {first.site}" if first.site else ""
             kept = next((leak.what for leak in leaks if leak.routine == "cached"), first.what)
             reporter.write_line(f"  [{first.category}] {kept}{site} ({many}{first.owner})")
@@ -149,7 +163,25 @@ def _object_line(holder: str, group: list[list[Leak]]) -> tuple[str, list[Leak]]
     if len(names) > NAMED_ATTRIBUTES:
         shown += f" and {len(names) - NAMED_ATTRIBUTES} more"
     every = [leak for leaks in group for leak in leaks]
-    return f"[attribute] {holder}: {len(names)} attributes changed ({shown})", every
+    changed = counted(len(names), "attribute")
+    return f"[attribute] {holder}: {changed} changed ({shown})", every
+
+
+def _error_text(pending: list[tuple[Leak, str]]) -> str:
+    """A test's leaks as its error: the attributes of one object changed
+    together are one line, as in the summary; the owner is left out where
+    it is the test, which the error's header and short summary line name."""
+    tested = {leak: nodeid for leak, nodeid in pending}
+    lines = []
+    for line, group in _per_object([[leak] for leak, _ in pending]):
+        first = group[0]
+        named = first.owner != tested[first]
+        if len(group) == 1:
+            lines.append(first.message(owner=named))
+        else:
+            who = f"{first.owner} " if named else ""
+            lines.append(f"{who}leaked {line.removeprefix('[attribute] ')}; {first.hint}")
+    return "\n".join(lines)
 
 
 def _kind(leaks: list[Leak]) -> str:
@@ -163,9 +195,7 @@ def _counted(leaks: list[Leak]) -> str:
     for leak in leaks:
         owners[leak.kind].add(leak.owner)
     parts = [
-        f"{len(owners[kind])} {kind}{'s' if len(owners[kind]) != 1 else ''}"
-        for kind in ("test", "fixture", "file")
-        if owners.get(kind)
+        counted(len(owners[kind]), kind) for kind in ("test", "fixture", "file") if owners.get(kind)
     ]
     if len(parts) <= 1:
         return "".join(parts)
@@ -177,7 +207,7 @@ def _owners(leaks: list[Leak]) -> str:
     if len(owners) == 1:
         return owners[0]
     more = len(owners) - 1
-    return f"{owners[0]} and {more} more test{'s' if more != 1 else ''}"
+    return f"{owners[0]} and {counted(more, 'more test', 'more tests')}"
 
 
 class Settler:
@@ -190,7 +220,7 @@ class Settler:
         self.policy = policy
         self.log = log
         #: Messages for the running test's teardown error (``error``).
-        self.pending: list[str] = []
+        self.pending: list[tuple[Leak, str]] = []
 
     def settle(self, leaks: list[Leak], node: pytest.Item | pytest.Collector) -> list[Warning]:
         """Record and report; returns the warnings ``-W error`` escalated, to raise
@@ -199,29 +229,40 @@ class Settler:
         if not leaks or self.policy == "watch":
             return []
         leaks = sorted(leaks, key=lambda leak: (leak.category, leak.what))
-        first = [self.log.add(leak) for leak in leaks]
         escalated: list[Warning] = []
-        for leak, new_key in zip(leaks, first, strict=True):
+        for leak in leaks:
             if leak.routine:
-                continue
-            if self.policy == "warn" and new_key:  # one warning per key, the summary counts
+                self.log.add(leak)
+            elif self.policy == "warn" and self.log.first_of_key(leak):
+                # One warning per key, the summary counts
                 try:
                     warn_on(node, LeakedStateWarning(leak.message()))
-                except Warning as error:  # -W error: every leak is still recorded
-                    escalated.append(error)
-            elif self.policy == "error":
-                self.pending.append(leak.message())
+                except Warning:  # -W error: every leak is still recorded
+                    escalated.append(
+                        LeakedStateWarning(leak.message(owner=leak.owner != node.nodeid))
+                    )
+                    # Only the first escalated warning fails the test: it alone is shown.
+                    leak = dataclasses.replace(leak, shown="error" if len(escalated) == 1 else "")
+                self.log.add(leak)
+            elif self.policy == "error" and isinstance(node, pytest.Item):
+                self.pending.append((leak, node.nodeid))
+                self.log.add(dataclasses.replace(leak, shown="error"))
+            else:
+                self.log.add(leak)
         return escalated
 
     def fail_test(self, escalated: list[Warning]) -> None:
         """Fail the test's teardown: with the first warning ``-W error``
         escalated, or under ``--isolation-leaks=error`` with every leak."""
-        __tracebackhide__ = True
-        if escalated:
-            raise escalated[0]
+        # No __tracebackhide__: with every entry hidden pytest appends "All
+        # traceback entries are hidden" to the message; ``pytrace=False``
+        # already shows the message alone.
         pending, self.pending = self.pending, []
+        if escalated:
+            warning = escalated[0]
+            pytest.fail(f"{type(warning).__name__}: {warning}", pytrace=False)
         if pending and self.policy == "error":
-            pytest.fail("\n".join(pending), pytrace=False)
+            pytest.fail(_error_text(pending), pytrace=False)
 
     def settle_import(
         self, leaks: list[Leak], collector: pytest.Collector, report: pytest.CollectReport
@@ -230,16 +271,48 @@ class Settler:
         or when ``-W error`` escalates the warning."""
         escalated = False
         for leak in leaks:
-            first = self.log.add(leak)
-            if self.policy == "warn" and first and not leak.routine:
+            if self.policy == "warn" and not leak.routine and self.log.first_of_key(leak):
                 try:
                     warn_on(collector, LeakedStateWarning(leak.message()))
                 except Warning:  # -W error: the file's collection fails instead
                     escalated = True
         leaked = [leak for leak in leaks if not leak.routine]
-        if leaked and (self.policy == "error" or escalated) and report.passed:
+        failing = bool(leaked) and (self.policy == "error" or escalated) and report.passed
+        for leak in leaks:  # the failed collection shows every leak: not repeated
+            self.log.add(
+                dataclasses.replace(leak, shown="error") if failing and not leak.routine else leak
+            )
+        if failing:
             report.outcome = "failed"
             report.longrepr = "\n".join(leak.message() for leak in leaked)
+
+
+@dataclasses.dataclass
+class LeakedOwner:
+    """One entry of the terminal reporter's ``leaked`` count: a test, fixture
+    or file that leaked state (plugins that read every entry of the
+    reporter's ``stats`` find a report-like object with a node id)."""
+
+    nodeid: str
+    count_towards_summary: bool = True
+
+
+def leaks_in_summary(reporter: pytest.TerminalReporter, log: LeakLog) -> None:
+    """Take the leak warnings out of pytest's warnings summary: each leak is
+    shown once, in the leak summary, grouped by key and object, and counted
+    in the last line (``2 passed, 1 leaked``) by who leaked.  The warning is
+    still raised, so that ``-W``/``filterwarnings`` filters that name
+    ``LeakedStateWarning`` still decide what becomes an error or is ignored."""
+    owners = {leak.owner for found in log.by_owner.values() for leak in found if not leak.routine}
+    if owners:
+        reporter.stats["leaked"] = [LeakedOwner(owner) for owner in sorted(owners)]
+    marker = f": {LeakedStateWarning.__name__}: "
+    shown = reporter.stats.get("warnings", [])
+    kept = [report for report in shown if marker not in getattr(report, "message", "")]
+    if len(kept) != len(shown):
+        reporter.stats["warnings"] = kept
+        if not kept:
+            del reporter.stats["warnings"]
 
 
 def warn_on(node: pytest.Item | pytest.Collector, warning: Warning) -> None:

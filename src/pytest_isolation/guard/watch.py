@@ -46,6 +46,7 @@ from pytest_isolation.guard.mocks import time_patched
 from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.report import LeakLog
 from pytest_isolation.guard.report import Settler
+from pytest_isolation.guard.report import leaks_in_summary
 from pytest_isolation.guard.restore import Restorer
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.snapshots import Snapshots
@@ -572,6 +573,12 @@ class LeakGuard:
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         for fields in output.get("leaks", ()):
             self.settler.log.add(Leak(**fields))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # Before the terminal reporter's summary (in its sessionfinish wrapper).
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            leaks_in_summary(reporter, self.settler.log)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         self.settler.log.summarize(terminalreporter)

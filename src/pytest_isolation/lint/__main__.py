@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_isolation.core.words import counted
 from pytest_isolation.lint.rules import CODES
 from pytest_isolation.lint.rules import check
 
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = lint(sorted(set(files(args.paths))), args.select)
     total = sum(counts.values())
     per_code = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()))
-    print(f"{total} finding{'s' * (total != 1)}" + (f" ({per_code})" if total else ""))
+    print(counted(total, "finding") + (f" ({per_code})" if total else ""))
     return 1 if total else 0
 
 

@@ -29,6 +29,7 @@ from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import IsolationLintWarning
 from pytest_isolation.core.warnings import blanket_error
+from pytest_isolation.core.words import counted
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.lint import ALLOW_INI
 from pytest_isolation.lint.findings import Finding
@@ -210,7 +211,7 @@ class IsolationLint:
             terminalreporter.line(f"{code} ({CODES[code]}): {count}")
         files = len({path for path, _ in found})
         terminalreporter.line(
-            f"{len(found)} finding{'s' * (len(found) != 1)} in {files} file{'s' * (files != 1)}; "
+            f"{counted(len(found), 'finding')} in {counted(files, 'file')}; "
             "accept one with '# isolation: allow CODE' on its line or isolation_lint_allow"
         )
 

@@ -138,7 +138,7 @@ class Decision:
 
 
 def _files(count: int) -> str:
-    return f"{count} test file" if count == 1 else f"{count} test files"
+    return counted(count, "test file")
 
 
 def _depth_text(counts: dict[int, int]) -> str:
@@ -196,7 +196,7 @@ def scope_exceeded(
     packed = batches(per_source, test_cap, decision.caps.max_sources)
     if len(packed) > 1:
         decision.suggested_batches = packed
-        lines.append(f"  run the sources in {len(packed)} batches:")
+        lines.append(f"  run the sources in {counted(len(packed), 'batch', 'batches')}:")
         for members in packed:
             union = set().union(*(per_source[s] for s in members))
             over = f", over {test_cap}: alone" if len(union) > test_cap else ""

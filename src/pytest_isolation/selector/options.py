@@ -7,16 +7,73 @@ import os
 import pytest
 
 from pytest_isolation.core.names import ALLOW_ALL_ENV
+from pytest_isolation.core.options import GROUP
+from pytest_isolation.core.options import Setting
 
 CACHE_KEY = "isolation/import-graph"
 #: The selected test files, passed to pytest-xdist workers.
 WORKER_KEY = "isolation_selected"
 SCOPE_CHOICES = ("convention", "graph", "impact", "all")
+DEFAULT_SCOPE = "impact"
 UNMAPPED_CHOICES = ("error", "warn", "ignore")
 
 
+#: The selector's caps, by dest (= ini key), as :class:`.decision.Caps` names them.
+CAPS = (
+    "isolation_max_sources",
+    "isolation_max_test_files",
+    "isolation_max_items",
+    "isolation_max_depth",
+)
+
+#: The selector's settings, by dest (= ini key).  --isolation-for,
+#: --isolation-since and --isolation-dry-run say what this one run does: no key.
+SETTINGS = {
+    "isolation_scope": Setting(
+        "Selector: convention (tests named after the file), graph (also tests importing it), "
+        "impact (also through other modules), or all (the whole suite, only where "
+        f"{ALLOW_ALL_ENV} allows it).",
+        "|".join(SCOPE_CHOICES),
+        DEFAULT_SCOPE,
+    ),
+    "isolation_max_sources": Setting(
+        "Selector: at most N changed files; over it, nothing runs.", "N", "50"
+    ),
+    "isolation_max_test_files": Setting(
+        "Selector: at most N selected test files; over it, nothing runs.", "N", "50"
+    ),
+    "isolation_max_items": Setting(
+        "Selector: at most N tests after collection, -k and -m; over it, nothing runs.",
+        "N",
+        unset="no cap",
+    ),
+    "isolation_max_depth": Setting(
+        "Selector: at most N import steps between a test file and a changed file.",
+        "N",
+        unset="no limit",
+    ),
+    "isolation_allow_empty": Setting(
+        "Selector: exit 0 when no test file maps to the changed files (else 5).",
+        default="false",
+    ),
+    "isolation_unmapped": Setting(
+        "Selector: what a changed non-Python file does.",
+        "|".join(UNMAPPED_CHOICES),
+        UNMAPPED_CHOICES[0],
+    ),
+    "isolation_explain": Setting(
+        "Selector: show for each selected test file how it was found.", default="false"
+    ),
+    "isolation_json": Setting(
+        "Selector: write the decision (also a refusal) as JSON to PATH; an ini value is "
+        "relative to the ini file.",
+        "PATH",
+    ),
+}
+
+
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("isolation", "test isolation (pytest-isolation)")
+    group = parser.getgroup(*GROUP)
     group.addoption(
         "--isolation-for",
         dest="isolation_for",
@@ -35,62 +92,14 @@ def add_options(parser: pytest.Parser) -> None:
         "unstaged, untracked).",
     )
     group.addoption(
-        "--isolation-scope",
-        dest="isolation_scope",
-        default="impact",
-        metavar="|".join(SCOPE_CHOICES),
-        help="Selector: convention (tests named after the file), graph (also tests importing "
-        "it), impact (also through other modules). Default: impact.",
-    )
-    for flag, default, what in (
-        ("--isolation-max-sources", "50", "changed files"),
-        ("--isolation-max-test-files", "50", "selected test files"),
-        ("--isolation-max-items", None, "tests after collection, -k and -m (default: no cap)"),
-        ("--isolation-max-depth", None, "import steps between a test file and a changed file"),
-    ):
-        group.addoption(
-            flag,
-            dest=flag.lstrip("-").replace("-", "_"),
-            default=default,
-            metavar="N",
-            help=f"Selector: at most N {what}"
-            + (f" (default {default}); over it, nothing runs." if default else "."),
-        )
-    group.addoption(
-        "--isolation-allow-empty",
-        dest="isolation_allow_empty",
-        action="store_true",
-        default=False,
-        help="Selector: exit 0 when no test file maps to the changed files (else 5).",
-    )
-    group.addoption(
-        "--isolation-unmapped",
-        dest="isolation_unmapped",
-        default="error",
-        metavar="|".join(UNMAPPED_CHOICES),
-        help="Selector: what a changed non-Python file does. Default: error.",
-    )
-    group.addoption(
         "--isolation-dry-run",
         dest="isolation_dry_run",
         action="store_true",
         default=False,
         help="Selector: print the selected test files and exit without running them.",
     )
-    group.addoption(
-        "--isolation-explain",
-        dest="isolation_explain",
-        action="store_true",
-        default=False,
-        help="Selector: show for each selected test file how it was found.",
-    )
-    group.addoption(
-        "--isolation-json",
-        dest="isolation_json",
-        default=None,
-        metavar="PATH",
-        help="Selector: write the decision (also a refusal) as JSON to PATH.",
-    )
+    for dest, setting in SETTINGS.items():
+        setting.add(parser, dest)
 
 
 def active(config: pytest.Config) -> bool:

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from pytest_isolation.core import names
+from pytest_isolation.core import options
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.selector.options import WORKER_KEY
 from pytest_isolation.selector.options import active
@@ -54,7 +55,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         out.write(decision.header() + "\n")
         for line in [f"isolation: warning: {w}" for w in decision.warnings]:
             out.write(line + "\n")
-        if config.getoption("isolation_explain"):
+        if options.flag(config, "isolation_explain"):
             out.write("\n".join(decision.explain()) + "\n")
         for test in decision.tests:
             out.write(test + "\n")

@@ -4,10 +4,12 @@ runs (see :mod:`pytest_isolation.selector.plugin`)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from pytest_isolation.selector.decision import Decision
 from pytest_isolation.selector.graph import ImportGraph
 from pytest_isolation.selector.graph import load_facts
 from pytest_isolation.selector.options import CACHE_KEY
+from pytest_isolation.selector.options import CAPS
+from pytest_isolation.selector.options import DEFAULT_SCOPE
 from pytest_isolation.selector.options import SCOPE_CHOICES
 from pytest_isolation.selector.options import UNMAPPED_CHOICES
 from pytest_isolation.selector.options import WORKER_KEY
@@ -41,27 +45,22 @@ from pytest_isolation.selector.scopes import select
 __all__ = ["Selector", "record", "run_selector"]
 
 
-def _number(config: pytest.Config, dest: str) -> int | None:
+@contextlib.contextmanager
+def _refused() -> Iterator[None]:
+    """A bad option or ini value is the selector's ``invalid_input`` refusal."""
     try:
-        return options.count(config, dest, ini=False, expected="a whole number")
+        yield
     except pytest.UsageError as error:
         raise inputs.InvalidInput(str(error)) from None
 
 
 def _caps(config: pytest.Config) -> Caps:
-    return Caps(
-        max_sources=_number(config, "isolation_max_sources") or 0,
-        max_test_files=_number(config, "isolation_max_test_files") or 0,
-        max_items=_number(config, "isolation_max_items"),
-        max_depth=_number(config, "isolation_max_depth"),
-    )
-
-
-def _choice(config: pytest.Config, dest: str, choices: tuple[str, ...]) -> str:
-    try:
-        return options.choice(config, dest, choices, ini=False)
-    except pytest.UsageError as error:
-        raise inputs.InvalidInput(str(error)) from None
+    """The caps given; an empty ini value leaves a cap at its default."""
+    given = {
+        dest.removeprefix("isolation_"): options.count(config, dest, expected="a whole number")
+        for dest in CAPS
+    }
+    return Caps(**{name: cap for name, cap in given.items() if cap is not None})
 
 
 def _cache(config: pytest.Config) -> pytest.Cache | None:
@@ -114,7 +113,7 @@ def project_of(config: pytest.Config) -> Project:
 
 def run_selector(config: pytest.Config) -> Decision:
     """The whole decision, before any collection; never raises for bad input."""
-    scope = str(config.getoption("isolation_scope"))
+    scope = options.raw(config, "isolation_scope")[0] or DEFAULT_SCOPE
     decision = Decision(outcome=decide.INVALID_INPUT, scope=scope, caps=Caps())
     try:
         _decide(config, decision)
@@ -125,10 +124,13 @@ def run_selector(config: pytest.Config) -> Decision:
 
 
 def _decide(config: pytest.Config, decision: Decision) -> None:
-    decision.caps = _caps(config)
-    scope = decision.scope = _choice(config, "isolation_scope", SCOPE_CHOICES)
-    unmapped = _choice(config, "isolation_unmapped", UNMAPPED_CHOICES)
-    decision.allow_empty = bool(config.getoption("isolation_allow_empty"))
+    with _refused():
+        decision.caps = _caps(config)
+        scope = options.choice(config, "isolation_scope", SCOPE_CHOICES, default=DEFAULT_SCOPE)
+        decision.scope = scope
+        unmapped = options.choice(config, "isolation_unmapped", UNMAPPED_CHOICES)
+        decision.allow_empty = options.flag(config, "isolation_allow_empty")
+        options.flag(config, "isolation_explain")  # checked now, read where it prints
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         given = " ".join(config.args)
         raise inputs.InvalidInput(
@@ -228,7 +230,7 @@ class Selector:
         decision = self.decision
         lines = [decision.header()]
         lines += [f"isolation: warning: {w}" for w in decision.warnings]
-        if self.config.getoption("isolation_explain"):
+        if options.flag(self.config, "isolation_explain"):
             lines += decision.explain()
         return lines
 
@@ -292,9 +294,7 @@ def record(config: pytest.Config, decision: Decision) -> None:
 
 
 def json_target(config: pytest.Config) -> Path | None:
-    """Where ``--isolation-json`` writes the record, checked (a usage error
-    before anything runs, see :mod:`pytest_isolation.core.outputs`)."""
-    path = config.getoption("isolation_json")
-    if not path:
-        return None
-    return outputs.checked(config.invocation_params.dir / path, "--isolation-json")
+    """Where ``--isolation-json`` (or its ini key) writes the record, checked
+    (a usage error before anything runs, see :mod:`pytest_isolation.core.outputs`)."""
+    found = options.path(config, "isolation_json")
+    return None if found is None else outputs.checked(*found)

@@ -8,15 +8,20 @@ from typing import NoReturn
 import pytest
 
 from pytest_isolation.ci.quarantine import QUARANTINE_KEY
+from pytest_isolation.filemode.parent.stacks import split_dump
 
 Location = tuple[str, int | None, str]
 
 
-def with_tail(text: str, tail: str) -> str:
-    """The message, and the end of the child's stderr where it wrote any."""
+def with_tail(text: str, tail: str, full: bool = False) -> str:
+    """The message (the cause first), the test's own frames from the child's
+    faulthandler dump, and the rest of the end of its stderr, if any."""
     text = f"isolation: {text}"
-    if tail.strip():
-        text += f"\n\n--- last lines of its stderr ---\n{tail.rstrip()}"
+    dump, rest = split_dump(tail, full)
+    if dump:
+        text += f"\n\n{dump}"
+    if rest.strip():
+        text += f"\n\n--- last lines of its stderr ---\n{rest.strip(chr(10)).rstrip()}"
     return text
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.words import counted
 from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
 
 
@@ -43,11 +44,10 @@ def _status(
     recorded: list[str], paths: set[Path], root: Path, lf: bool, files: list[IsolatedFileItem]
 ) -> str:
     count = sum(1 for nodeid in recorded if "::" in nodeid and root / file_of(nodeid) in paths)
-    noun = "failure" if count == 1 else "failures"
-    status = f"rerun previous {count} {noun}" + ("" if lf else " first")
+    status = f"rerun previous {counted(count, 'failure')}" + ("" if lf else " first")
     skipped = len(files) - len(paths) if lf else 0
     if skipped:
-        status += f" (skipped {skipped} {'file' if skipped == 1 else 'files'})"
+        status += f" (skipped {counted(skipped, 'file')})"
     return status
 
 

@@ -12,6 +12,8 @@ import pytest
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.placement import Placement
+from pytest_isolation.core.words import agreeing
+from pytest_isolation.core.words import counted
 
 #: On an :class:`IsolatedFile`: where it runs, or why its placement is wrong.
 PLACEMENT = pytest.StashKey[Placement]()
@@ -134,18 +136,22 @@ def placements_line(processes: list[str | None]) -> str:
         if process:
             groups[process] = groups.get(process, 0) + 1
     together = processes.count("")
-    noun = "file" if total == 1 else "files"
+    files = counted(total, "test file")
     if alone == total:
-        return f"isolation: {total} test {noun}, each collected and run in its own process"
+        # pytest has just said "collected 5 items": they are files, not tests.
+        items = agreeing(total, "the item is", f"each of the {total} items is")  # agrees: >1
+        return (
+            f"isolation: {items} a test file, collected and run in its own process; "
+            "its tests are counted as they run"
+        )
     parts = [f"{alone} each in its own process"] if alone else []
     if groups:
         grouped = sum(groups.values())
         names = ", ".join(f"{name[7:-1]}: {n}" for name, n in sorted(groups.items()))
-        noun_groups = "group" if len(groups) == 1 else "groups"
-        parts.append(f"{grouped} in {len(groups)} {noun_groups}, a process per group ({names})")
+        parts.append(f"{grouped} in {counted(len(groups), 'group')}, a process per group ({names})")
     if together:
         parts.append(f"{together} together in one process (mode off)")
-    return f"isolation: {total} test {noun}: " + ", ".join(parts)
+    return f"isolation: {files}: " + ", ".join(parts)
 
 
 class IsolatedFileItem(pytest.Item):

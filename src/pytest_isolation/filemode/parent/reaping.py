@@ -53,8 +53,8 @@ class Finishing:
             pass_through(child, exited.seen)
             child.stderr.close()
             if code < 0:  # killed after its last test: its fork server went, or a signal
-                ended = describe_exit(code)
-                self._say(f"isolation: the process of {exited.nodeid} {ended} after its last test")
+                ended = describe_exit(code).removeprefix("was ")
+                self._say(f"isolation: {ended} after the last test of {exited.nodeid}")
             if code and failed is None:
                 failed = (code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR), exited.nodeid)
         self.exited = running

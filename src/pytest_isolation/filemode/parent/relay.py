@@ -339,12 +339,14 @@ class FileRelay:
         path = self.file.nodeid
         remaining = self.attempts.remaining
         inflight = self.inflight
+        cause = how.removeprefix("was ")  # first: pytest's short summary line is cut
+        full = bool(self.config.getoption("fulltrace", False))
         if inflight is not None:
             nodeid, location, when = inflight.nodeid, inflight.location, inflight.died_in()
             self.end.death = how if how.startswith("timed out") else f"crashed ({how})"
             doing = "repeating" if inflight.repeating else "running"
-            text = f"the process running {path} {how} while {doing} {name_of(nodeid)} ({when})"
-            message = crash.with_tail(text, stderr_tail)
+            text = f"{cause} while {doing} {name_of(nodeid)} ({when}), the process of {path}"
+            message = crash.with_tail(text, stderr_tail, full)
             died = crash.failed_test(self.config, nodeid, location, when, message)
             if inflight.repeating:  # --isolation-twice: "FAILED WHEN REPEATED"
                 setattr(died, REPEAT_ATTR, [])
@@ -352,14 +354,14 @@ class FileRelay:
             self._logfinish(nodeid, location)
             return bool(remaining(self.collection.collected))
         if self.collection.collected is None:
-            text = crash.with_tail(f"the process collecting {path} {how}", stderr_tail)
+            text = crash.with_tail(f"{cause} while collecting {path}", stderr_tail, full)
             report = crash.failed_collection(self.file, text)
             if self.attempts.left():
                 self.attempts.held_collection.append((report, True))
             else:
                 self._replay_collection_failure(report, True)
             return False
-        text = crash.with_tail(f"the process running {path} {how} after its last test", stderr_tail)
+        text = crash.with_tail(f"{cause} after the last test of {path}", stderr_tail, full)
         ran = self.attempts.ran
         if ran:  # the file's tests are done: reported, never retried
             last = ran[-1]

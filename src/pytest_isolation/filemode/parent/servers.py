@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
 from pytest_isolation.filemode.parent import plan
 from pytest_isolation.filemode.parent.nodes import module_name
@@ -239,7 +240,7 @@ class Servers:
         if kept or refused:
             line += (
                 f"; {counted(len(kept), 'file')} start without them, "
-                f"{counted(refused, 'module')} {'is' if refused == 1 else 'are'} left out"
+                f"{counted(refused, 'module')} {agreeing(refused, 'is', 'are')} left out"
             )
             line += " (-v says why)" if verbose < 1 else ""
         lines = [line, PRELOAD_CAVEAT]

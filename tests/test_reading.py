@@ -1,0 +1,194 @@
+"""What a person reads (issue 33): each leak reported once, in the leak
+summary; errors and crash reports that lead with the cause and show the
+test's own frames, not pytest's, pluggy's or this plugin's."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import TIMEOUT
+from conftest import literal
+from conftest import run_file_mode
+from conftest import run_guard
+from pytest_isolation.filemode.parent.stacks import split_dump
+
+LEAKER = """
+import os
+
+import appconf
+
+def test_env():
+    os.environ["READ_ONCE"] = "1"
+
+def test_many():
+    for name in "abcdefgh":
+        setattr(appconf.Settings, name, 1)
+"""
+APPCONF = "class Settings:\n    a = b = c = d = e = f = g = h = 0\n"
+
+
+def test_a_leak_is_shown_once_in_the_summary_and_counted_in_the_last_line(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_leaks=LEAKER, appconf=APPCONF)
+    result = pytester.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
+    out = result.stdout.str()
+    assert "LeakedStateWarning" not in out  # not in pytest's warnings summary
+    assert "warnings summary" not in out
+    assert out.count("os.environ['READ_ONCE']") == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*= isolation: 2 tests leaked state =*",
+            literal(
+                "[attribute] appconf.Settings: 8 attributes changed (a, b, c, d, e and 3 more)"
+            ),
+            "  by test_leaks.py::test_many",
+            literal("[env] os.environ['READ_ONCE'] (was unset, now '1'), at test_leaks.py:6"),
+            "  by test_leaks.py::test_env",
+            "*= 2 passed, 2 leaked in *",
+        ]
+    )
+
+
+def test_a_filter_that_names_the_warning_still_decides(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_leaks=LEAKER, appconf=APPCONF)
+    result = run_guard(
+        pytester, "-p", "no:randomly", "-W", "error::pytest_isolation.LeakedStateWarning"
+    )
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "ERROR test_leaks.py::test_env - Failed: LeakedStateWarning: leaked os.environ*",
+        ]
+    )
+
+
+def test_a_leak_that_errors_is_not_repeated_and_shows_no_traceback_note(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_leaks=LEAKER, appconf=APPCONF)
+    result = run_guard(pytester, "-p", "no:randomly", "--isolation-leaks=error")
+    result.assert_outcomes(passed=2, errors=2)
+    out = result.stdout.str()
+    assert "All traceback entries are hidden" not in out
+    assert out.count("os.environ['READ_ONCE']") == 2  # the error and its short summary line
+    # the attributes of one object changed together: one line, in the error too
+    assert (
+        out.count("leaked appconf.Settings: 8 attributes changed (a, b, c, d, e and 3 more)") == 1
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*= isolation: 2 tests leaked state =*",
+            "9 leaks shown as errors above",
+            # the short summary line leads with the leak, not the test's name again
+            literal("ERROR test_leaks.py::test_env - Failed: leaked os.environ['READ_ONCE']*"),
+        ]
+    )
+
+
+def test_a_crash_report_leads_with_the_cause_and_shows_the_test_s_frames(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(
+        test_native="""
+        import faulthandler
+
+        def crash_here():
+            faulthandler._sigsegv()
+
+        def test_segv():
+            crash_here()
+        """
+    )
+    result = run_file_mode(pytester, start, "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: killed by signal 11 (SIGSEGV) while running test_segv (call), "
+            "the process of test_native.py",
+            "Fatal Python error: Segmentation fault",
+            "*(most recent call first):",
+            '  File "*test_native.py", line 4 in crash_here',
+            '  File "*test_native.py", line 7 in test_segv',
+            "  (* frames of pytest, pluggy and pytest-isolation left out; --full-trace shows them)",
+            "FAILED test_native.py::test_segv - isolation: killed by signal 11 (SIGSEGV)*",
+        ]
+    )
+    assert "pluggy/_execution.py" not in out
+    assert "_pytest/runner.py" not in out
+
+
+def test_full_trace_keeps_the_whole_dump(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_native="import faulthandler\ndef test_segv():\n    faulthandler._sigsegv()\n"
+    )
+    result = run_file_mode(pytester, "fork", "-p", "no:randomly", "--full-trace")
+    result.stdout.fnmatch_lines(
+        ['  File "*test_native.py", line 3 in test_segv', '  File "*_pytest/*']
+    )
+    result.stdout.no_fnmatch_line("*frames of pytest, pluggy and pytest-isolation left out*")
+
+
+def test_a_timeout_report_shows_the_test_s_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hang="import time\ndef test_hangs():\n    time.sleep(60)\n")
+    result = run_file_mode(pytester, "fork", "-p", "no:randomly", "--isolation-timeout=2")
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: timed out after 2 s while running test_hangs (call), the process of "
+            "test_hang.py",
+            "Current thread * (most recent call first):",
+            '  File "*test_hang.py", line 3 in test_hangs',
+            "  (* frames of * left out; --full-trace shows them)",
+            "FAILED test_hang.py::test_hangs - isolation: timed out after 2 s *",
+        ]
+    )
+
+
+DUMP = """\
+before the crash
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007f71fd87db80 (most recent call first):
+  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at
+  File "/tmp/t/test_b.py", line 5 in test_segv
+  File "/venv/lib/python3.11/site-packages/_pytest/python.py", line 187 in pytest_pyfunc_call
+  File "{pluggy}", line 147 in _multicall
+  File "/venv/lib/python3.11/site-packages/_pytest/main.py", line 387 in _main
+  File "<frozen runpy>", line 88 in _run_code
+
+Thread 0x00007f71fc000640 (most recent call first):
+  File "{plugin}", line 40 in _watch
+  File "/usr/lib/python3.11/threading.py", line 975 in run
+  File "/usr/lib/python3.11/threading.py", line 1038 in _bootstrap_inner
+
+Extension modules: _cffi_backend, yaml._yaml (total: 2)
+"""
+
+
+def _dump() -> str:
+    import pluggy
+
+    import pytest_isolation
+
+    return DUMP.format(pluggy=pluggy.__file__, plugin=pytest_isolation.__file__)
+
+
+def test_the_runner_s_frames_and_threads_are_left_out() -> None:
+    dump, rest = split_dump(_dump(), False)
+    assert dump.splitlines() == [
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Current thread 0x00007f71fd87db80 (most recent call first):",
+        '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
+        '  File "/tmp/t/test_b.py", line 5 in test_segv',
+        "  (7 frames of pytest, pluggy and pytest-isolation left out; --full-trace shows them)",
+    ]
+    assert rest == "before the crash"
+
+
+def test_full_keeps_every_frame_and_no_dump_leaves_stderr_alone() -> None:
+    dump, _ = split_dump(_dump(), True)
+    assert "_multicall" in dump
+    assert "_bootstrap_inner" in dump
+    assert split_dump("just some output\n", False) == ("", "just some output\n")
