@@ -162,6 +162,10 @@ Thread 0x00007f71fc000640 (most recent call first):
   File "/usr/lib/python3.11/threading.py", line 975 in run
   File "/usr/lib/python3.11/threading.py", line 1038 in _bootstrap_inner
 
+Thread 0x00007f71fb000640 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 975 in run
+  File "/usr/lib/python3.11/threading.py", line 1038 in _bootstrap_inner
+
 Extension modules: _cffi_backend, yaml._yaml (total: 2)
 """
 
@@ -182,6 +186,11 @@ def test_the_runner_s_frames_and_threads_are_left_out() -> None:
         "Current thread 0x00007f71fd87db80 (most recent call first):",
         '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at',
         '  File "/tmp/t/test_b.py", line 5 in test_segv',
+        "",
+        # a thread of the test's that runs C code (time.sleep): all it has
+        "Thread 0x00007f71fb000640 (most recent call first):",
+        '  File "/usr/lib/python3.11/threading.py", line 975 in run',
+        '  File "/usr/lib/python3.11/threading.py", line 1038 in _bootstrap_inner',
         "  (7 frames of pytest, pluggy and pytest-isolation left out; --full-trace shows them)",
     ]
     assert rest == "before the crash"
@@ -192,3 +201,34 @@ def test_full_keeps_every_frame_and_no_dump_leaves_stderr_alone() -> None:
     assert "_multicall" in dump
     assert "_bootstrap_inner" in dump
     assert split_dump("just some output\n", False) == ("", "just some output\n")
+
+
+@pytest.mark.parametrize(
+    "how", [("--isolation-leaks=error",), ("-W", "error::pytest_isolation.LeakedStateWarning")]
+)
+def test_a_fixture_s_leak_is_an_error_at_its_teardown_without_the_hidden_note(
+    pytester: pytest.Pytester, how: tuple[str, ...]
+) -> None:
+    pytester.makeconftest(
+        """
+        import os, pytest
+
+        @pytest.fixture(scope="module")
+        def sloppy():
+            os.environ["SLOPPY"] = "x"
+            yield
+        """
+    )
+    pytester.makepyfile(
+        test_f="def test_a(sloppy): pass\ndef test_b(): pass\n", test_g="def test_c(): pass\n"
+    )
+    result = run_guard(pytester, "-p", "no:randomly", *how)
+    result.assert_outcomes(passed=3, errors=1)
+    assert "All traceback entries are hidden" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_b*",
+            literal("*fixture 'sloppy' (scope=module) leaked os.environ['SLOPPY'] *"),
+            "1 leak shown as an error above",
+        ]
+    )

@@ -1,10 +1,12 @@
-"""The deep tier (``--isolation-leaks-deep``): containers mutated in place.
+"""Containers mutated in place: dicts, lists, sets and deques.
 
-Module- and class-level dicts, lists, sets and deques of the project, named
-loggers' handlers, filters and formatters, and the values of higher-scoped
-fixtures.  Each is fingerprinted shallowly (type, length, identities of the
-items) and restored to its shallow content.  Lazily filled caches show up
-here; allow them with ``allow_leaks``/``isolation_allow_leaks``.
+The default tier watches the project's module-level containers and named
+loggers' handlers, filters and formatters; the deep tier
+(``--isolation-leaks-deep``) adds class-level containers, containers held
+in any module-level one, and the values of higher-scoped fixtures a test
+requested.  Each is fingerprinted shallowly (type, length, identities of
+the items) and restored to its shallow content.  Lazily filled caches show
+up here; allow them with ``allow_leaks``/``isolation_allow_leaks``.
 """
 
 from __future__ import annotations

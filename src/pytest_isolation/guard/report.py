@@ -244,7 +244,7 @@ class Settler:
                     # Only the first escalated warning fails the test: it alone is shown.
                     leak = dataclasses.replace(leak, shown="error" if len(escalated) == 1 else "")
                 self.log.add(leak)
-            elif self.policy == "error" and isinstance(node, pytest.Item):
+            elif self.policy == "error":  # an error at this teardown (or this fixture's)
                 self.pending.append((leak, node.nodeid))
                 self.log.add(dataclasses.replace(leak, shown="error"))
             else:

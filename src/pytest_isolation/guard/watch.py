@@ -527,8 +527,7 @@ class LeakGuard:
             for window in (self.window, self.file_window):
                 if window is not None:
                     window.released.update(released)
-        if escalated:
-            raise escalated[0]
+        self.settler.fail_test(escalated)  # -W error, or --isolation-leaks=error: now
         return result
 
     def _before_teardown(self, fixturedef: Any) -> None:

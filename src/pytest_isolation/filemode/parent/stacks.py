@@ -73,9 +73,10 @@ def split_dump(stderr: str, full: bool = False) -> tuple[str, str]:
     left_out = 0
     for heading, frames in threads:
         kept = frames if full else _own(frames)
-        if not kept:
+        if not kept and _runner_thread(frames):
             left_out += len(frames)
             continue
+        kept = kept or frames  # a thread of the test's that runs C code: shown whole
         left_out += len(frames) - len(kept)
         dump += ["", heading, *kept]
     if left_out:
@@ -83,6 +84,13 @@ def split_dump(stderr: str, full: bool = False) -> tuple[str, str]:
         runner = "pytest, pluggy and pytest-isolation"
         dump.append(f"  ({frames_of} of {runner} left out; --full-trace shows them)")
     return "\n".join(dump).strip("\n"), "\n".join(rest)
+
+
+def _runner_thread(frames: list[str]) -> bool:
+    """A thread of pytest's, pluggy's or this plugin's (not one that only
+    shows ``threading``'s frames: a test's thread running C code)."""
+    paths = [match["path"] for line in frames if (match := FRAME.match(line))]
+    return any(_is_runner(path) and not path.endswith("/threading.py") for path in paths)
 
 
 def _own(frames: list[str]) -> list[str]:
