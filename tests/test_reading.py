@@ -232,3 +232,32 @@ def test_a_fixture_s_leak_is_an_error_at_its_teardown_without_the_hidden_note(
             "1 leak shown as an error above",
         ]
     )
+
+
+def test_a_refused_write_to_the_home_shows_the_test_s_line_not_the_plugin_s(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = pytester.mkdir("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(pytester.mkdir("system-tmp")))
+    pytester.makepyfile(
+        test_home="""
+        import pathlib
+
+        CACHE = pathlib.Path.home() / ".cache-file"
+
+        def test_writes(isolated_env):
+            CACHE.write_text("x")
+        """
+    )
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "def check_write" not in out
+    assert "def _audit" not in out
+    result.stdout.fnmatch_lines(
+        [
+            ">       CACHE.write_text(*",
+            "E       pytest_isolation.RealHomeWriteError: isolated_env: refused writing *",
+        ]
+    )
