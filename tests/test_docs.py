@@ -13,7 +13,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The pages whose transcripts run here, and in which every transcript-looking block must
 #: run or say why not. The how-tos join when they are converted.
-EXECUTABLE_DOCS = ("README.md", "docs/quickstart.md")
+EXECUTABLE_DOCS = (
+    "README.md",
+    "docs/quickstart.md",
+    "docs/index.md",
+    "docs/howto/leak-guard.md",
+    "docs/howto/lint.md",
+    "docs/howto/move-to-file-mode.md",
+    "docs/howto/parallel.md",
+    "docs/howto/select-tests.md",
+    "docs/howto/twice.md",
+)
 
 DOCS = {name: doctranscripts.read(ROOT / name, ROOT) for name in EXECUTABLE_DOCS}
 
