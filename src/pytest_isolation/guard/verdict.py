@@ -79,7 +79,7 @@ class Verdict:
         keys = {item.key for item in found if item.category.name == "attribute"}
         imported = self.sys_modules.added_since(saved.get(self.sys_modules))
         return [
-            item
+            window.rebased(item)
             for item in found
             if not window.excused((item.category, item.key), item.old, item.new)
             and not self._toward_real_value(item, keys)

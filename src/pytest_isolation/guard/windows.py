@@ -135,6 +135,16 @@ class Window:
             for delta in (self.owned.get(key), self.released.get(key))
         )
 
+    def rebased(self, item: Found) -> Found:
+        """``item`` measured from what a higher-scoped fixture set up inside
+        the window left: the test changed the fixture's value, so its leak
+        is from that value, and that value is what is put back (from the
+        window's start, the next test using the fixture would find it gone)."""
+        delta = self.owned.get((item.category, item.key))
+        if delta is not None and same(item.old, delta[0]):
+            return dataclasses.replace(item, old=delta[1])
+        return item
+
 
 @dataclasses.dataclass
 class FixtureWindows:
