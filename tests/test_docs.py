@@ -23,6 +23,13 @@ EXECUTABLE_DOCS = (
     "docs/howto/parallel.md",
     "docs/howto/select-tests.md",
     "docs/howto/twice.md",
+    "docs/howto/fixtures-env.md",
+    "docs/howto/fixtures-fs.md",
+    "docs/howto/fixtures-mock-module.md",
+    "docs/howto/fixtures-tmp.md",
+    "docs/howto/find-polluter.md",
+    "docs/howto/file-mode.md",
+    "docs/howto/ci.md",
 )
 
 DOCS = {name: doctranscripts.read(ROOT / name, ROOT) for name in EXECUTABLE_DOCS}

@@ -368,3 +368,32 @@ def test_stepwise_options_are_left_out_of_the_probes(pytester: pytest.Pytester, 
     result = find(pytester, "test_v.py::test_victim", flag)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["isolation: polluter: test_c.py::test_sets_mode *"])
+
+
+def test_the_order_is_pytest_randomly_s_with_the_run_s_seed(pytester: pytest.Pytester) -> None:
+    """With pytest-randomly on, the tests before the victim are those its
+    seed puts there, as in the run that failed (each finder run drew a new
+    seed for its order)."""
+    pytest.importorskip("pytest_randomly")
+    pytester.makepyfile(
+        **{f"test_{name}": FILLER for name in "abdefgh"}, test_c=POLLUTER, test_v=VICTIM
+    )
+    seed = "--randomly-seed=1234"
+    listed = pytester.runpytest_subprocess(
+        "-p", "randomly", seed, "--collect-only", "-q", timeout=TIMEOUT
+    )
+    order = [line for line in listed.outlines if "::" in line]
+    before = order[: order.index("test_v.py::test_victim")]
+    for _ in range(2):  # the same answer each time
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "isolation",
+            "-p",
+            "randomly",
+            seed,
+            "--isolation-find-polluter=test_v.py::test_victim",
+            timeout=TIMEOUT,
+        )
+        files = len({nodeid.split("::")[0] for nodeid in before})
+        expected = f"isolation: test_v.py::test_victim: {len(before)} test* in {files} file*"
+        result.stdout.fnmatch_lines([expected + " run before it"])

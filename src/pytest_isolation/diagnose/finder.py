@@ -329,8 +329,14 @@ class Finder:
         return outcomes
 
     def _collect(self) -> list[str]:
+        """The run's order: pytest-randomly's, where it is on, with this
+        run's seed (the probes then run without it, in this order)."""
+        seed = []
+        if self.config.pluginmanager.has_plugin("randomly"):
+            seed = [f"--randomly-seed={self.config.getoption('randomly_seed')}"]
         args = [
             *self.options,
+            *seed,
             *_NO_REPORT,
             "-p",
             "pytest_isolation.diagnose.probe",

@@ -239,7 +239,8 @@ class Servers:
         refused = len(self.refused.keys() | stopped)
         if kept or refused:
             line += (
-                f"; {counted(len(kept), 'file')} start without them, "
+                f"; {counted(len(kept), 'file')} {agreeing(len(kept), 'starts', 'start')} "
+                "without them, "
                 f"{counted(refused, 'module')} {agreeing(refused, 'is', 'are')} left out"
             )
             line += " (-v says why)" if verbose < 1 else ""
