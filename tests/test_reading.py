@@ -261,3 +261,21 @@ def test_a_refused_write_to_the_home_shows_the_test_s_line_not_the_plugin_s(
             "E       pytest_isolation.RealHomeWriteError: isolated_env: refused writing *",
         ]
     )
+
+
+def test_a_lint_error_s_short_summary_line_leads_with_the_finding(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_app="import os\n\ndef test_x():\n    os.environ['APP_MODE'] = 'debug'\n"
+        "    os.environ['OTHER'] = '1'\n"
+    )
+    result = run_guard(pytester, "--isolation-lint=error")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "isolation lint: ISO203 os.environ changed without a restore *, at line 4 "
+            "(and 1 more finding)",
+            "ERROR test_app.py - isolation lint: ISO203 os.environ changed*",
+        ]
+    )

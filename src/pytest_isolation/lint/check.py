@@ -184,7 +184,11 @@ class IsolationLint:
     def _failure(self, findings: list[tuple[Path, Finding]]) -> str:
         lines = [f"{self._relative(path)}:{f.line}: {f.text()}" for path, f in findings]
         suppress = "'# isolation: allow CODE' on the line, or isolation_lint_allow"
-        return "\n".join(["isolation lint:", *lines, f"(accept a finding with {suppress})"])
+        # The first line is pytest's short summary line: it leads with the first finding.
+        first = findings[0][1]
+        more = f" (and {counted(len(findings) - 1, 'more finding')})" if len(findings) > 1 else ""
+        head = f"isolation lint: {first.code} {first.message}, at line {first.line}{more}"
+        return "\n".join([head, *lines, f"(accept a finding with {suppress})"])
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
         if self.reporting:
