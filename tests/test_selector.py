@@ -461,3 +461,17 @@ def test_xdist_workers_run_the_selection(project: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     result = select(project, "-p", "xdist", "-n", "2", "--isolation-for", "src/shop/prices.py")
     result.assert_outcomes(passed=4)
+
+
+def test_a_dry_run_without_changed_files_is_refused_not_a_full_run(
+    project: pytest.Pytester,
+) -> None:
+    result = project.runpytest_subprocess("-p", "isolation", "--isolation-dry-run", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --isolation-dry-run shows what the selector would run: it needs "
+            "--isolation-for or --isolation-since"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*passed*")

@@ -28,6 +28,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest's main: a refusal runs nothing
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not active(config):
+        if config.getoption("isolation_dry_run"):  # it would run the whole suite
+            raise pytest.UsageError(
+                "--isolation-dry-run shows what the selector would run: it needs "
+                "--isolation-for or --isolation-since"
+            )
         return None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # a pytest-xdist worker: run what the controller selected
