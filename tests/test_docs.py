@@ -44,6 +44,15 @@ def _sections() -> list[object]:
     ]
 
 
+#: The pytest the pages show: its output (short summary lines, collection
+#: errors' headers) differs in older ones, which CI's oldest run also tests.
+DOCS_PYTEST = (9, 0)
+
+
+@pytest.mark.skipif(
+    pytest.version_tuple < DOCS_PYTEST,
+    reason="the pages show pytest 9's output; CI's main run (pytest 9) checks them",
+)
 @pytest.mark.parametrize("section", _sections())
 def test_transcripts_print_what_the_doc_shows(
     section: doctranscripts.Section, tmp_path: Path

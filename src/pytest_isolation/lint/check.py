@@ -26,6 +26,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.globs import Glob
 from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.longrepr import LeadingText
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import IsolationLintWarning
 from pytest_isolation.core.warnings import blanket_error
@@ -188,7 +189,7 @@ class IsolationLint:
         first = findings[0][1]
         more = f" (and {counted(len(findings) - 1, 'more finding')})" if len(findings) > 1 else ""
         head = f"isolation lint: {first.code} {first.message}, at line {first.line}{more}"
-        return "\n".join([head, *lines, f"(accept a finding with {suppress})"])
+        return LeadingText.of("\n".join([head, *lines, f"(accept a finding with {suppress})"]))
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
         if self.reporting:

@@ -8,6 +8,7 @@ from typing import NoReturn
 import pytest
 
 from pytest_isolation.ci.quarantine import QUARANTINE_KEY
+from pytest_isolation.core.longrepr import LeadingText
 from pytest_isolation.filemode.parent.stacks import split_dump
 
 Location = tuple[str, int | None, str]
@@ -33,7 +34,7 @@ def failed_test(
         location=location,
         keywords={},
         outcome="failed",
-        longrepr=text,
+        longrepr=LeadingText.of(text),
         when=when,  # type: ignore[arg-type]
     )
     quarantine = config.stash.get(QUARANTINE_KEY, None)

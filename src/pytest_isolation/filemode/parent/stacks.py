@@ -44,6 +44,8 @@ def _is_runner(path: str) -> bool:
         return True
     if "/_pytest/" in path or path.endswith("/pytest/__main__.py"):
         return True
+    if "/xdist/" in path or "/execnet/" in path:  # a pytest-xdist worker's start
+        return True
     resolved = str(Path(path).resolve()) if path.startswith("/") else path
     return resolved.startswith(_RUNNER_DIRS)
 
