@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class _Crash:
+class _Message:
     """What pytest's short summary line reads: ``reprcrash.message``."""
 
     def __init__(self, message: str) -> None:
@@ -18,12 +18,12 @@ class LeadingText(str):
     for the short summary line: it shows none for a plain string; later
     versions take the string's."""
 
-    reprcrash: _Crash
+    reprcrash: _Message
 
     @classmethod
     def of(cls, text: str) -> LeadingText:
         made = cls(text)
-        made.reprcrash = _Crash(text.split("\n", 1)[0])
+        made.reprcrash = _Message(text.split("\n", 1)[0])
         return made
 
     def toterminal(self, out: Any) -> None:  # _pytest's TerminalWriter: not public

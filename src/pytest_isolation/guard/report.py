@@ -72,9 +72,12 @@ class LeakLog:
         self.notify(leak)
         return sum(1 for other in same_key if other.kind == leak.kind) == 1
 
+    def leaked(self) -> list[Leak]:
+        """Every leak that is not routine state."""
+        return [leak for found in self.by_owner.values() for leak in found if not leak.routine]
+
     def headline(self) -> str:
-        leaks = [leak for found in self.by_owner.values() for leak in found if not leak.routine]
-        phrase = _counted(leaks)
+        phrase = _counted(self.leaked())
         return f"isolation: {phrase} leaked state" if phrase else "isolation: no leaks"
 
     def summarize(self, reporter: pytest.TerminalReporter) -> None:
@@ -303,7 +306,7 @@ def leaks_in_summary(reporter: pytest.TerminalReporter, log: LeakLog) -> None:
     in the last line (``2 passed, 1 leaked``) by who leaked.  The warning is
     still raised, so that ``-W``/``filterwarnings`` filters that name
     ``LeakedStateWarning`` still decide what becomes an error or is ignored."""
-    owners = {leak.owner for found in log.by_owner.values() for leak in found if not leak.routine}
+    owners = {leak.owner for leak in log.leaked()}
     if owners:
         reporter.stats["leaked"] = [LeakedOwner(owner) for owner in sorted(owners)]
     marker = f": {LeakedStateWarning.__name__}: "
