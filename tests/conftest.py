@@ -21,6 +21,10 @@ def _no_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner runs see only the plugins they load explicitly."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    # pytest does not cut short summary lines on CI (CI or BUILD_NUMBER set): inner runs read
+    # the same on a CI machine as here
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
     # tests/leakwarnings.py, for -p leakwarnings (see LEAK_WARNINGS)
     paths = [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path for path in paths if path))
