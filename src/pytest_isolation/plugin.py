@@ -52,6 +52,9 @@ _HELP = {
     "isolation_lint": "Isolation lint of test files and conftests when collected (hard-coded "
     "temporary paths, os.chdir or os.environ writes without a restore, mocks installed at "
     "import time, ...): warn, error (their collection fails) or off.",
+    "isolation_record": "Record which project functions each test file's tests execute, for "
+    "--isolation-scope=recorded, in pytest's cache and the run report: in file mode (auto), "
+    "also in a plain run (on; costlier there), or never (off).",
 }
 
 
@@ -261,7 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(PatchReach(config), names.PATCHES)
     if child is None and not lists_fixtures:
-        _register_run_records(config, settings.mode)
+        _register_run_records(config, settings)
     if settings.mode == "off" and settings.mode_from == "isolation_mode (ini)":
         config.pluginmanager.register(LateOptIn(config), names.LATE_OPT_IN)
     if child is not None:
@@ -306,9 +309,9 @@ class LateOptIn:
         return [placement.late_line(self.asked)] if self.asked else []
 
 
-def _register_run_records(config: pytest.Config, mode: str) -> None:
-    """The parent's sharding and run report (never in a file-mode child, which
-    does not import them)."""
+def _register_run_records(config: pytest.Config, settings: Settings) -> None:
+    """The parent's sharding, run report and record of what each file
+    executed (never in a file-mode child, which does not import them)."""
     from pytest_isolation.ci.runreport import RunReport
     from pytest_isolation.ci.sharding import SHARDING_KEY
     from pytest_isolation.ci.sharding import Sharding
@@ -316,7 +319,15 @@ def _register_run_records(config: pytest.Config, mode: str) -> None:
     sharding = Sharding(config)
     config.stash[SHARDING_KEY] = sharding
     config.pluginmanager.register(sharding, names.SHARDING)
-    config.pluginmanager.register(RunReport(config, mode), names.RUN_REPORT)
+    config.pluginmanager.register(RunReport(config, settings.mode), names.RUN_REPORT)
+    if settings.recording:
+        from pytest_isolation.ci.recording import PlainRecording
+        from pytest_isolation.ci.recording import RecordKeeper
+
+        keeper = RecordKeeper(config)
+        config.pluginmanager.register(keeper, names.RECORD_KEEPER)
+        if settings.mode != "file" and not is_controller(config):
+            config.pluginmanager.register(PlainRecording(config, keeper), names.PLAIN_RECORDING)
 
 
 def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:

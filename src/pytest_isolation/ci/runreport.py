@@ -26,6 +26,7 @@ from pytest_isolation.ci.quarantine import QUARANTINE_KEY
 from pytest_isolation.ci.sharding import SHARDING_KEY
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
+from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.records import FileAttempts
@@ -268,7 +269,13 @@ class RunReport:
                 for test in result.attempts.flaky
             ],
             **self._quarantine(),
+            **self._recorded(),
         }
+
+    def _recorded(self) -> dict[str, Any]:
+        """What each test file executed, when this run recorded it."""
+        recorded = self.config.stash.get(RECORDED, None)
+        return {} if recorded is None else {"recorded": recorded}
 
     def _shard(self) -> dict[str, Any] | None:
         sharding = self.config.stash.get(SHARDING_KEY, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,7 @@ FIRST_RUN_LEFT = pytest.StashKey[list[Leak]]()
 #: Entries the parent's plugins keep: a forked child deletes them with those plugins
 #: (``names.PARENT_ONLY``), so nothing in it calls back into the parent's objects.
 PARENT_ONLY = (COLLECT_IN_CHILD,)
+
+#: This run's record of what each test file executed, as JSON, for the run
+#: report (``pytest_isolation.ci.recording``).
+RECORDED = pytest.StashKey[dict[str, Any]]()

@@ -24,6 +24,8 @@ IGNORED = "isolation-ignored"
 QUARANTINE = "isolation-quarantine"
 SHARDING = "isolation-shard"
 RUN_REPORT = "isolation-runlog"
+RECORD_KEEPER = "isolation-record"
+PLAIN_RECORDING = "isolation-record-plain"
 #: Failure explanations (a patch that did not reach its target).
 PATCHES = "isolation-explain"
 #: The selector, once it has selected.
@@ -39,7 +41,7 @@ XDIST_WORKER = "isolation-xdist-worker"
 XDIST_CONTROLLER = "isolation-xdist-controller"
 
 #: The parent's plugins that a forked child unregisters: the run is the parent's business.
-PARENT_ONLY = (CONTROLLER, SHARDING, RUN_REPORT)
+PARENT_ONLY = (CONTROLLER, SHARDING, RUN_REPORT, RECORD_KEEPER, PLAIN_RECORDING)
 
 #: What the entry plugin imports when a file-mode child configures (its parts
 #: are imported when switched on), beside pytest's debugger: the zygote

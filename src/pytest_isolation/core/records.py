@@ -82,6 +82,9 @@ class FileAttempts:
     attempts: int = 1
     processes: list[ProcessEnd] = dataclasses.field(default_factory=list)
     tests: dict[str, TestAttempts] = dataclasses.field(default_factory=dict)
+    #: What a process that ran all of the file's tests executed
+    #: (:meth:`pytest_isolation.core.executed.Recorder.take`), for the record.
+    executed: dict[str, Any] | None = None
 
     @property
     def flaky(self) -> list[TestAttempts]:
@@ -100,6 +103,7 @@ class FileAttempts:
                 k: TestAttempts(t["nodeid"], [(n, o) for n, o in t["outcomes"]])
                 for k, t in data["tests"].items()
             },
+            executed=data.get("executed"),
         )
 
     def last_processes(self) -> list[ProcessEnd]:

@@ -18,6 +18,8 @@ START_METHODS = ("auto", "fork", "spawn", "forkserver")
 RETRY_SCOPES = ("failed", "file")
 PRELOAD = ("off", "auto")
 LINT = ("off", "warn", "error")
+#: Record what each test file executes: in file mode (auto), also in a plain run (on), never (off).
+RECORD = ("auto", "on", "off")
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
 CHOICES = {
@@ -27,6 +29,7 @@ CHOICES = {
     "isolation_retry_scope": RETRY_SCOPES,
     "isolation_preload": PRELOAD,
     "isolation_lint": LINT,
+    "isolation_record": RECORD,
 }
 
 
@@ -89,6 +92,13 @@ class Settings:
     lint: str = "off"
     #: Run every test a second time right after the first (``--isolation-twice``).
     twice: bool = False
+    #: Record what each test file executes (the selector's ``recorded`` scope).
+    record: str = "auto"
+
+    @property
+    def recording(self) -> bool:
+        """Whether this run records: file mode unless ``off``, a plain run when ``on``."""
+        return self.record == "on" or (self.record == "auto" and self.mode == "file")
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:

@@ -26,7 +26,7 @@ _write = os.write
 _read = os.read
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 _HEADER = struct.Struct(">I")
 
@@ -58,6 +58,8 @@ LOGFINISH = "logfinish"
 DONE = "done"
 #: The exit status a plugin raised at the end of the child's session.
 STATUS = "status"
+#: What the child executed, when it ran all of its file's tests (``ChildSpec.record``).
+EXECUTED = "executed"
 INTERRUPTED = "interrupted"
 FINISHED = "finished"
 
@@ -104,6 +106,8 @@ class ChildSpec:
     loop_room: int = 0
     #: Spawn from a pytest-xdist worker: the worker's ``workerinput`` (JSON values).
     workerinput: dict[str, Any] | None = None
+    #: Record what the file's tests execute, under this root (``--isolation-record``).
+    record: str = ""
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)

@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
 from pytest_isolation.selector.scopes import SCOPES
 from pytest_isolation.selector.scopes import Found
@@ -48,6 +49,28 @@ class GraphStats:
 
 
 @dataclasses.dataclass
+class RecordStats:
+    """The ``recorded`` scope's record: its test files, those with a stale
+    entry (and the file that made each stale), those not in it."""
+
+    tests: int = 0
+    stale: dict[str, str] = dataclasses.field(default_factory=dict)
+    unrecorded: int = 0
+    #: Why a record of what each test file executed was not used (scope auto or recorded).
+    unused: str = ""
+    #: Why each test was selected, by ``test`` then ``source``, for --isolation-explain.
+    why: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tests": self.tests,
+            "stale": self.stale,
+            "unrecorded": self.unrecorded,
+            "unused": self.unused,
+        }
+
+
+@dataclasses.dataclass
 class Decision:
     outcome: str
     scope: str
@@ -64,6 +87,7 @@ class Decision:
     graph: GraphStats = dataclasses.field(default_factory=GraphStats)
     #: ``--isolation-allow-empty`` turned an empty selection into exit 0.
     allow_empty: bool = False
+    record: RecordStats = dataclasses.field(default_factory=RecordStats)
 
     @property
     def exit_code(self) -> int:
@@ -85,16 +109,55 @@ class Decision:
             )
         via = " ".join(f"{name}:{count}" for name, count in self.via().items())
         g = self.graph
+        if self.scope == "recorded":
+            r = self.record
+            source = (
+                f"record: {counted(r.tests, 'test file')}, {len(r.stale)} stale, "
+                f"{r.unrecorded} unrecorded, {g.ms} ms"
+            )
+        else:
+            source = f"graph: {g.files} files, {g.reparsed} reparsed, {g.ms} ms"
         return (
             f"isolation: scope={self.scope} sources={len(self.sources)} "
             f"test_files={len(self.tests)}/{self.caps.max_test_files} via {via or 'nothing'} "
-            f"(graph: {g.files} files, {g.reparsed} reparsed, {g.ms} ms)"
+            f"({source})"
         )
+
+    def notes(self) -> list[str]:
+        """What the header's reader must know about the scope: why no record
+        was used, which entries were stale."""
+        lines = []
+        if self.record.unused:
+            lines.append(f"isolation: {self.record.unused}")
+        stale = self.record.stale
+        if stale:
+            changed = sorted(set(stale.values()))
+            shown = ", ".join(changed[:3]) + (
+                f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            )
+            lines.append(
+                f"isolation: the record of {counted(len(stale), 'test file')} is stale "
+                f"({shown} changed, not among the changed files given): "
+                f"{agreeing(len(stale), 'it is', 'they are')} selected by scope impact"
+            )
+        return lines
 
     def explain(self) -> list[str]:
         lines = []
         for test, found in self.tests.items():
-            if found.via == "import":
+            why = self.record.why.get(test, {}).get(found.source)
+            if found.via == "recorded" and why is not None:
+                how = f"its tests ran {found.source}: {why}"
+            elif found.via == "unrecorded":
+                how = (
+                    "not in the record (new, renamed, or its tests never all ran in a recorded run)"
+                )
+            elif found.via == "stale":
+                how = (
+                    f"its record is stale ({self.record.stale.get(test)} changed); by impact: "
+                    + (" -> ".join(found.chain))
+                )
+            elif found.via == "import":
                 how = f"imports it (depth {found.depth}): " + " -> ".join(found.chain)
             elif found.via == "conftest":
                 how = f"under a conftest (depth {found.depth}): " + " -> ".join(found.chain[1:])
@@ -127,6 +190,7 @@ class Decision:
             "suggested_batches": self.suggested_batches,
             "warnings": self.warnings,
             "graph": dataclasses.asdict(self.graph),
+            "record": self.record.to_json(),
             "message": self.message,
         }
 
@@ -223,7 +287,11 @@ def empty_reasons(decision: Decision, deleted: set[str]) -> None:
             why += ", and no test file imports it"
             if scope == "graph":
                 why += " (other sources that import it are not followed at scope=graph)"
-        if source in deleted:
+        if scope == "recorded":
+            why = "no recorded test file ran code of it that changed"
+        if source in deleted and scope == "recorded":
+            why = "deleted, and no recorded test file loaded it"
+        elif source in deleted:
             why = "deleted, and no file imported it" if scope != "convention" else why
         lines.append(f"  {source}: {why}")
     decision.outcome = EMPTY

@@ -157,3 +157,46 @@ def expand(
 
 def stdin_text() -> str:
     return sys.stdin.read()
+
+
+def changed_lines(
+    ref: str, top: Path, root: Path, keys: Iterable[str]
+) -> dict[str, tuple[set[int], set[int]]]:
+    """For each of ``keys`` (rootdir-relative) that git knows: its lines
+    changed since ``ref`` as the file is now, and the lines after which
+    lines were deleted (``git diff -U0``); an untracked file is all new.
+    ``top`` is the repository's top level."""
+    wanted = {str(Path(os.path.realpath(root / key))): key for key in keys}
+    paths = [os.path.relpath(path, top) for path in wanted]
+    found: dict[str, tuple[set[int], set[int]]] = {}
+    if not paths:
+        return found
+    diff = _git(
+        ["diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames", ref, "--", *paths], top
+    )
+    current: tuple[set[int], set[int]] | None = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:]
+            key = wanted.get(str(top / name[2:])) if name.startswith("b/") else None
+            current = None if key is None else found.setdefault(key, (set(), set()))
+        elif line.startswith("@@") and current is not None:
+            start, count = _hunk_new_side(line)
+            if count:
+                current[0].update(range(start, start + count))
+            else:
+                current[1].add(start)
+    untracked = _git(["ls-files", "--others", "--exclude-standard", "-z", "--", *paths], top)
+    for name in filter(None, untracked.split("\0")):
+        key = wanted.get(str(top / name))
+        if key is not None:
+            count = len((top / name).read_bytes().splitlines())
+            found[key] = (set(range(1, count + 1)), set())
+    return found
+
+
+def _hunk_new_side(header: str) -> tuple[int, int]:
+    """``(start, count)`` of the new side of ``@@ -a,b +c,d @@``."""
+    new = header.split(" ")[2].removeprefix("+")
+    start, _, count = new.partition(",")
+    return int(start), int(count) if count else 1

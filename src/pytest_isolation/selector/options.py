@@ -13,8 +13,8 @@ from pytest_isolation.core.options import Setting
 CACHE_KEY = "isolation/import-graph"
 #: The selected test files, passed to pytest-xdist workers.
 WORKER_KEY = "isolation_selected"
-SCOPE_CHOICES = ("convention", "graph", "impact", "all")
-DEFAULT_SCOPE = "impact"
+SCOPE_CHOICES = ("auto", "recorded", "convention", "graph", "impact", "all")
+DEFAULT_SCOPE = "auto"
 UNMAPPED_CHOICES = ("error", "warn", "ignore")
 
 
@@ -30,9 +30,11 @@ CAPS = (
 #: --isolation-since and --isolation-dry-run say what this one run does: no key.
 SETTINGS = {
     "isolation_scope": Setting(
-        "Selector: convention (tests named after the file), graph (also tests importing it), "
-        "impact (also through other modules), or all (the whole suite, only where "
-        f"{ALLOW_ALL_ENV} allows it).",
+        "Selector: recorded (the tests whose recorded run executed what changed), convention "
+        "(tests named after the file), graph (also tests importing it), impact (also through "
+        "other modules), all (the whole suite, only where "
+        f"{ALLOW_ALL_ENV} allows it), or auto (recorded where a record of this Python and "
+        "these packages exists, else impact).",
         "|".join(SCOPE_CHOICES),
         DEFAULT_SCOPE,
     ),
@@ -63,6 +65,12 @@ SETTINGS = {
     ),
     "isolation_explain": Setting(
         "Selector: show for each selected test file how it was found.", default="false"
+    ),
+    "isolation_record_from": Setting(
+        "Selector: read the record of what each test file executed from this run report "
+        "(--isolation-report, or shards' reports merged) instead of pytest's cache; an ini "
+        "value is relative to the ini file.",
+        "PATH",
     ),
     "isolation_json": Setting(
         "Selector: write the decision (also a refusal) as JSON to PATH; an ini value is "

@@ -57,7 +57,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return decision.exit_code
     if config.getoption("isolation_dry_run"):
         out = sys.stdout
-        out.write(decision.header() + "\n")
+        for line in [decision.header(), *decision.notes()]:
+            out.write(line + "\n")
         for line in [f"isolation: warning: {w}" for w in decision.warnings]:
             out.write(line + "\n")
         if options.flag(config, "isolation_explain"):

@@ -5,6 +5,7 @@ runs (see :mod:`pytest_isolation.selector.plugin`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
 import sys
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.ci import recording
+from pytest_isolation.ci.recording import Record
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
@@ -39,7 +42,10 @@ from pytest_isolation.selector.options import WORKER_KEY
 from pytest_isolation.selector.options import gate_open
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.project import build
+from pytest_isolation.selector.recorded import STALE
+from pytest_isolation.selector.recorded import RecordedScope
 from pytest_isolation.selector.scopes import Found
+from pytest_isolation.selector.scopes import Selection
 from pytest_isolation.selector.scopes import select
 
 __all__ = ["Selector", "record", "run_selector"]
@@ -144,8 +150,9 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
     keys = [(*inputs.normalise(path, cwd, root), path) for path in raw]
     since = config.getoption("isolation_since")
     from_git: list[str] = []
+    top = root
     if since:
-        changed, _ = inputs.changed_since(since, root)
+        changed, top = inputs.changed_since(since, root)
         for path in changed:
             try:
                 keys.append((*inputs.normalise(str(path), cwd, root), str(path)))
@@ -178,14 +185,18 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
             "suite. Run pytest without --isolation-for/--isolation-since for a full run."
         )
         return
-    graph = _graph(config, project, decision)
-    broken = [(s, graph.facts[s].error) for s in sources if s in graph.facts]
-    for source, error in broken:
-        if error is not None:
-            line, message = error
-            raise inputs.InvalidInput(f"{source}:{line}: syntax error: {message}")
-    decision.warnings += graph.warnings
-    selection = select(project, graph, sources, scope, decision.caps.max_depth)
+    record = _usable_record(config, decision, scope) if scope in ("auto", "recorded") else None
+    if record is not None:
+        lines = inputs.changed_lines(since, top, root, sources) if since else None
+        selection = _recorded(config, project, record, lines, decision)
+        scope = "recorded"
+    else:
+        if scope in ("auto", "recorded"):
+            scope = decision.scope = "impact"
+        graph = _graph(config, project, decision)
+        _refuse_unparsable(graph, sources)
+        decision.warnings += graph.warnings
+        selection = select(project, graph, sources, scope, decision.caps.max_depth)
     decision.selection = selection
     decision.tests = selection.tests
     decision.graph.ms = round((time.perf_counter() - started) * 1000)
@@ -194,10 +205,12 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
         deleted = {s for s in sources if s not in project.files}
         decide.empty_reasons(decision, deleted)
         return
-    narrower = {
-        narrow: len(select(project, graph, sources, narrow, caps.max_depth).tests)
-        for narrow in decide.narrower_scopes(scope)
-    }
+    narrower = {}
+    if scope != "recorded":
+        narrower = {
+            narrow: len(select(project, graph, sources, narrow, caps.max_depth).tests)
+            for narrow in decide.narrower_scopes(scope)
+        }
     if len(sources) > caps.max_sources:
         decide.scope_exceeded(decision, narrower, "sources", len(sources), caps.max_sources)
         return
@@ -206,6 +219,76 @@ def _decide(config: pytest.Config, decision: Decision) -> None:
         decide.scope_exceeded(decision, narrower, "test files", count, caps.max_test_files)
         return
     decision.outcome = decide.SELECTED
+
+
+def _refuse_unparsable(graph: ImportGraph, sources: list[str]) -> None:
+    broken = [(s, graph.facts[s].error) for s in sources if s in graph.facts]
+    for source, error in broken:
+        if error is not None:
+            line, message = error
+            raise inputs.InvalidInput(f"{source}:{line}: syntax error: {message}")
+
+
+def _usable_record(config: pytest.Config, decision: Decision, scope: str) -> Record | None:
+    """The record of what each test file executed, if one of this Python and
+    these packages exists; else None, and the header says why."""
+    found = options.path(config, "isolation_record_from")
+    if found is not None:
+        where = f"--isolation-record-from {found[0]}"
+        record = recording.from_report(found[0], found[1])
+    else:
+        where = "pytest's cache"
+        record = recording.load(_cache(config))
+    if record is None:
+        why = f"no record of what each test file executed in {where} (a file-mode run records one)"
+    elif record.environment != recording.environment():
+        made, now = record.environment, recording.environment()
+        what = (
+            f"{made['python']}, not {now['python']}"
+            if made["python"] != now["python"]
+            else "other installed packages"
+        )
+        why = f"the record of what each test file executed in {where} was made with {what}"
+    else:
+        return record
+    decision.record.unused = f"scope={scope}: {why}; scope impact selects instead"
+    return None
+
+
+def _recorded(
+    config: pytest.Config,
+    project: Project,
+    record: Record,
+    lines: dict[str, tuple[set[int], set[int]]] | None,
+    decision: Decision,
+) -> Selection:
+    """The ``recorded`` scope's selection; the stale entries' test files by impact."""
+    decision.scope = "recorded"
+    scope = RecordedScope(project, record, lines)
+    sources = decision.sources
+    stale = scope.stale(sources)
+    outcome = scope.select(sources, stale)
+    per_source = outcome.per_source
+    if stale:
+        graph = _graph(config, project, decision)
+        impact = select(project, graph, sources, "impact")
+        for source, found in impact.per_source.items():
+            for test, way in found.items():
+                if test in stale and test not in per_source[source]:
+                    per_source[source][test] = dataclasses.replace(way, via=STALE)
+    depth = decision.caps.max_depth
+    if depth is not None:
+        per_source = {
+            s: {t: way for t, way in found.items() if way.depth <= depth}
+            for s, found in per_source.items()
+        }
+    stats = decision.record
+    stats.tests = sum(1 for test in record.tests if test in project.tests)
+    stats.stale = stale
+    stats.unrecorded = len(outcome.unrecorded)
+    for (test, source), why in outcome.why.items():
+        stats.why.setdefault(test, {})[source] = why
+    return Selection("recorded", sources, per_source)
 
 
 def _graph(config: pytest.Config, project: Project, decision: Decision) -> ImportGraph:
@@ -228,7 +311,7 @@ class Selector:
 
     def pytest_report_header(self) -> list[str]:
         decision = self.decision
-        lines = [decision.header()]
+        lines = [decision.header(), *decision.notes()]
         lines += [f"isolation: warning: {w}" for w in decision.warnings]
         if options.flag(self.config, "isolation_explain"):
             lines += decision.explain()

@@ -32,6 +32,7 @@ from pytest_isolation.core import frozen
 from pytest_isolation.core import keys
 from pytest_isolation.core import names
 from pytest_isolation.core import placement
+from pytest_isolation.core.executed import Recorder
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
@@ -53,6 +54,7 @@ from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
 from pytest_isolation.filemode.wire import DONE
+from pytest_isolation.filemode.wire import EXECUTED
 from pytest_isolation.filemode.wire import FINISHED
 from pytest_isolation.filemode.wire import HELLO
 from pytest_isolation.filemode.wire import INTERRUPTED
@@ -97,6 +99,11 @@ class ChildPlugin:
         self.interruption: Interruption | None = None
         #: While a spawned child collects: its files and their directories.
         self.wanted: set[Path] = set()
+        #: ``--isolation-record``: what the file's tests execute, and the tests
+        #: not run yet (a record is kept only when all of them ran).
+        self.recorder: Recorder | None = None
+        self.unfinished: set[str] = set()
+        self.partial = False
 
     def start(self, spec: ChildSpec, parent_collector: pytest.Collector | None) -> None:
         self.spec = spec
@@ -104,6 +111,9 @@ class ChildPlugin:
         # -x/--maxfail count across files: the parent passes the failures left.
         self.config.option.maxfail = spec.maxfail
         self.config.stash[SHARED_CHILD] = bool(spec.more)
+        if spec.record and not (spec.more or spec.collect_only or spec.skip or spec.selectors):
+            self.recorder = Recorder(spec.record)
+            self.recorder.start()
         self._send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
         inherited.leave_connections()
         inherited.keep_shared_fixtures(self.config)
@@ -138,6 +148,7 @@ class ChildPlugin:
             held, self.held = self.held, None
         if held is None:
             self._send(COLLECTED, nodeids=[str(item.nodeid) for item in session.items])
+            self.unfinished = {str(item.nodeid) for item in session.items}
         else:
             self.runs = held.split(session.items)
         if self.spec.uses:
@@ -243,6 +254,7 @@ class ChildPlugin:
             _detach_terminal(self.config, self.write_terminal)
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.partial = True
         by_file: dict[str, list[str]] = {}
         for item in items:
             by_file.setdefault(str(item.path), []).append(str(item.nodeid))
@@ -250,6 +262,7 @@ class ChildPlugin:
             self._send(DESELECTED, path, nodeids=nodeids)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.partial = self.partial or report.failed
         if not report.passed:
             self._send(COLLECTREPORT, data=self._serialize(report))
 
@@ -270,6 +283,7 @@ class ChildPlugin:
         self.sender.send(REPORT, data=self._serialize(report))
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self.unfinished.discard(str(nodeid))
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
 
     def write_terminal(self, text: str) -> None:
@@ -521,6 +535,11 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     if kept:  # isolated_tmp directories kept: the parent's summary lists them
         plugin.sender.send(KEPT, lines=kept)
     cov.save()
+    recorder = plugin.recorder
+    if recorder is not None:
+        executed = recorder.take()
+        if interruption is None and not (plugin.partial or plugin.unfinished):
+            plugin.sender.send(EXECUTED, **executed)
     if interruption is not None:
         if not plugin.spec.collect_only:
             session_end.unconfigure(session)

@@ -342,6 +342,7 @@ class FileModeController:
             marked=marked,
             named=named,
             loop_room=self.starter.loop_room,
+            record=str(self.config.rootpath) if self.settings.recording else "",
         )
 
     def _path_at(self, index: int | None) -> Path | None:

@@ -154,6 +154,7 @@ class FileRelay:
             wire.REPEATING: self._repeating,
             wire.LOGFINISH: self._logfinish,
             wire.STATUS: self._status,
+            wire.EXECUTED: self._executed,
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
             wire.DONE: self._done,
@@ -318,6 +319,12 @@ class FileRelay:
 
     def _status(self, status: int) -> None:
         self.status = status
+
+    def _executed(self, **executed: Any) -> None:
+        """The child ran all of the file's tests: what they executed (the
+        first such child's: a retry reruns some of them only)."""
+        if self.record.executed is None:
+            self.record.executed = executed
 
     def _interrupted(
         self, reason: str | None, returncode: int | None, where: tuple[str, int] | None

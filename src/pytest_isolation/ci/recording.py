@@ -1,0 +1,314 @@
+"""The record of what each test file executed: kept in pytest's cache and
+the run report, read by the selector's ``recorded`` scope.
+
+Per test file it holds the content hash of the test file, of every project
+file whose code the file's tests ran or whose module was loaded (its
+*dependencies*), and which functions of each ran.  A file's entry is
+written only when all of its tests ran (no ``-k``/``-m``/``--deselect``,
+no ``path::name``, no ``-x`` stop, no crash, no failed collection).  The
+entry of a file that did not run this time stays as it was.
+
+Facts of each dependency's version (function fingerprints, see
+:mod:`.sourcefacts`) are kept by content hash, so the selector can tell
+which functions a change touched without the old source.
+
+The record is valid for one Python (implementation and minor version)
+and one set of installed distributions (:func:`environment`); recording
+under another replaces it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_isolation.ci.runreport import SCHEMA
+from pytest_isolation.ci.sourcefacts import SourceFacts
+from pytest_isolation.ci.sourcefacts import digest
+from pytest_isolation.ci.sourcefacts import read_facts
+from pytest_isolation.core import outputs
+from pytest_isolation.core.executed import MODULES
+from pytest_isolation.core.executed import Recorder
+from pytest_isolation.core.keys import RECORDED
+from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.records import FileAttempts
+from pytest_isolation.core.words import counted
+from pytest_isolation.core.xdist import is_worker
+
+#: Where pytest's cache keeps the record.
+CACHE_KEY = "isolation/recorded"
+#: Version of the record's layout.
+RECORD_VERSION = 1
+#: Every function of the file counts as run (a record made by modules loaded).
+EVERY = "*"
+
+
+def environment() -> dict[str, str]:
+    """What a record is valid for: the Python, and the installed
+    distributions (the names of their metadata directories: name and version)."""
+    found: list[str] = []
+    for entry in dict.fromkeys(sys.path):
+        if os.path.basename(entry) not in {"site-packages", "dist-packages"}:
+            continue
+        try:
+            names = os.listdir(entry)
+        except OSError:
+            continue
+        found += [n for n in names if n.endswith((".dist-info", ".egg-info"))]
+    version = sys.version_info
+    return {
+        "python": f"{sys.implementation.name} {version.major}.{version.minor}",
+        "packages": digest("\n".join(sorted(found)).encode())[:16],
+    }
+
+
+@dataclasses.dataclass
+class Entry:
+    """What one test file's tests executed."""
+
+    #: The test file's content hash when it was recorded.
+    digest: str
+    #: Each dependency's content hash then, by key (rootdir-relative, POSIX).
+    deps: dict[str, str]
+    #: The functions of each dependency that ran, by key ([``*``]: all).
+    ran: dict[str, list[str]]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Record:
+    environment: dict[str, str]
+    #: How it was made: ``monitoring`` (functions seen to start) or ``modules``.
+    how: str
+    tests: dict[str, Entry] = dataclasses.field(default_factory=dict)
+    #: Facts of each dependency version, by content hash.
+    facts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: ``[size, mtime_ns, content hash]`` of each dependency when last recorded,
+    #: so a selection hashes only the files whose size or time changed.
+    stats: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": RECORD_VERSION,
+            "environment": self.environment,
+            "how": self.how,
+            "tests": {key: entry.to_json() for key, entry in sorted(self.tests.items())},
+            "facts": self.facts,
+            "stats": self.stats,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Record | None:
+        """The record in ``data``; None when it is not one this version reads."""
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            return None
+        try:
+            return cls(
+                environment=dict(data["environment"]),
+                how=str(data["how"]),
+                tests={key: Entry(**value) for key, value in data["tests"].items()},
+                facts=dict(data["facts"]),
+                stats=dict(data["stats"]),
+            )
+        except (KeyError, TypeError, AttributeError):
+            return None
+
+    def update(self, other: Record) -> None:
+        """Take ``other``'s entries (its own win), facts and stats."""
+        self.tests.update(other.tests)
+        self.facts.update(other.facts)
+        self.stats.update(other.stats)
+
+    def prune(self, exists: Callable[[str], bool]) -> None:
+        """Drop the entries of test files gone, and facts no entry refers to."""
+        self.tests = {key: entry for key, entry in self.tests.items() if exists(key)}
+        used = {value for entry in self.tests.values() for value in entry.deps.values()}
+        self.facts = {key: value for key, value in self.facts.items() if key in used}
+        keys = {key for entry in self.tests.values() for key in entry.deps}
+        self.stats = {key: value for key, value in self.stats.items() if key in keys}
+
+
+def load(cache: pytest.Cache | None) -> Record | None:
+    return None if cache is None else Record.from_json(cache.get(CACHE_KEY, None))
+
+
+def from_report(path: Path, option: str) -> Record | None:
+    """The record in the run report at ``path`` (None when it holds none);
+    a file that is not a readable JSON run report is a usage error naming it."""
+    try:
+        document = json.loads(outputs.read_input(path))
+    except OSError as error:
+        raise pytest.UsageError(f"{option} {path}: cannot read it: {error.strerror}") from None
+    except ValueError as error:
+        raise pytest.UsageError(f"{option} {path}: not JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise pytest.UsageError(f"{option} {path}: not a pytest-isolation run report")
+    return Record.from_json(document.get("recorded"))
+
+
+class _Facts:
+    """Each file's facts, read once per session."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.known: dict[str, tuple[str, SourceFacts] | None] = {}
+
+    def __call__(self, path: str) -> tuple[str, SourceFacts] | None:
+        if path not in self.known:
+            facts = read_facts(Path(path))
+            key = os.path.relpath(path, self.root).replace(os.sep, "/")
+            self.known[path] = None if facts is None or key.startswith("../") else (key, facts)
+        return self.known[path]
+
+
+def entry_of(test: str, executed: dict[str, Any], facts: _Facts, record: Record) -> Entry | None:
+    """The entry of the test file ``test`` (an absolute path) from what its
+    process executed; its dependencies' facts and stats go into ``record``."""
+    own = facts(test)
+    if own is None:
+        return None
+    deps: dict[str, str] = {}
+    ran: dict[str, list[str]] = {}
+
+    def depend(path: str) -> tuple[str, SourceFacts] | None:
+        found = facts(path)
+        if found is None or path == test:
+            return None
+        key, source = found
+        deps[key] = source.digest
+        record.facts[source.digest] = source.to_json()
+        try:
+            status = os.stat(path)
+        except OSError:
+            return found
+        record.stats[key] = [status.st_size, status.st_mtime_ns, source.digest]
+        return found
+
+    for path, lines in executed["lines"].items():
+        found = depend(path)
+        if found is not None:
+            names = {name for line in lines if (name := found[1].function_at(line))}
+            if names:
+                ran[found[0]] = sorted(names)
+    for path in executed["modules"]:
+        found = depend(path)
+        if found is not None and executed["how"] == MODULES:
+            ran[found[0]] = [EVERY]
+    return Entry(own[1].digest, dict(sorted(deps.items())), dict(sorted(ran.items())))
+
+
+class RecordKeeper:
+    """Collects what each test file executed and writes the record at the
+    end of the run (in the parent; an xdist worker's go to the controller)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        #: What each test file's process executed, by the file's node id.
+        self.executed: dict[str, dict[str, Any]] = {}
+        self.written: Record | None = None
+        #: Why the record was not written, for the summary.
+        self.failed: str | None = None
+
+    def pytest_isolation_file_finished(self, record: FileAttempts, seconds: float) -> None:
+        if record.executed is not None:
+            self.executed[file_of(record.path)] = record.executed
+
+    def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
+        output["executed"] = self.executed
+
+    def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
+        self.executed.update(output.get("executed", {}))
+
+    @pytest.hookimpl(tryfirst=True)  # before the run report, which holds this run's record
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if is_worker(self.config) or not self.executed:
+            return
+        root = self.config.rootpath
+        how = next(iter(self.executed.values()))["how"]
+        fresh = Record(environment(), how)
+        facts = _Facts(root)
+        for nodeid, executed in self.executed.items():
+            entry = entry_of(str(root / nodeid), executed, facts, fresh)
+            if entry is not None:
+                fresh.tests[nodeid] = entry
+        self.config.stash[RECORDED] = fresh.to_json()
+        cache = getattr(self.config, "cache", None)
+        record = load(cache)
+        if record is None or (record.environment, record.how) != (fresh.environment, how):
+            record = Record(fresh.environment, how)
+        record.update(fresh)
+        record.prune(lambda key: (root / key).is_file())
+        self.written = record
+        if cache is not None:
+            cache.set(CACHE_KEY, record.to_json())
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.written is None or terminalreporter.verbosity < 1:
+            return
+        terminalreporter.write_line(
+            f"isolation: recorded what {counted(len(self.executed), 'test file')} executed "
+            f"({counted(len(self.written.tests), 'test file')} in the record, "
+            f"cache key {CACHE_KEY})"
+        )
+
+
+class PlainRecording:
+    """``--isolation-record=on`` in a plain run: what each test file's tests
+    execute, between its first test and the next file's (code a higher-scoped
+    fixture ran for an earlier file is that file's)."""
+
+    def __init__(self, config: pytest.Config, keeper: RecordKeeper) -> None:
+        self.config = config
+        self.keeper = keeper
+        self.recorder = Recorder(str(config.rootpath))
+        self.current: str | None = None
+        self.expected: Counter[str] = Counter()
+        self.finished: Counter[str] = Counter()
+        self.partial: set[str] = set()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and report.nodeid:
+            self.partial.add(file_of(report.nodeid))
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.partial.update(file_of(item.nodeid) for item in items)
+
+    @pytest.hookimpl(trylast=True)  # after -k, -m, --deselect and sharding
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.expected = Counter(file_of(item.nodeid) for item in session.items)
+        self.recorder.start()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        file = file_of(nodeid)
+        if file != self.current:
+            self._close(self.recorder.restart())
+            self.current = file
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.finished[file_of(nodeid)] += 1
+
+    @pytest.hookimpl(wrapper=True)  # the last file ends with the loop, before the session
+    def pytest_runtestloop(self) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            self._close(self.recorder.take())
+            self.current = None
+
+    def _close(self, executed: dict[str, Any]) -> None:
+        file = self.current
+        if file is None or file in self.partial or self.finished[file] < self.expected[file]:
+            return
+        self.keeper.executed[file] = executed

@@ -1,0 +1,133 @@
+"""What a test file's process executed, for the selector's ``recorded`` scope.
+
+On Python 3.12+ a ``sys.monitoring`` tool (PEP 669) sees each code object
+start once: its callback keeps the code object and disables the event at
+that place, so the code runs at full speed from its second call on.  What
+is kept is, per project file, the first line of each code object that ran;
+the parent maps lines to functions (:mod:`pytest_isolation.ci.sourcefacts`).
+
+On 3.10/3.11 there is no such cheap hook (a profile or trace function slows
+every call, and coverage.py owns the trace slot), so a record there holds
+the project modules the process had loaded: every function of each counts
+as run.  That is a superset of what ran (never a test missed), coarser.
+
+Either way the record also lists the project modules loaded at the end:
+their module-level code (constants, imports, class bodies) ran at import,
+possibly in the parent a forked child came from.
+
+Imports: stdlib only (the child side stays light).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from collections.abc import Iterable
+from types import CodeType
+from typing import Any
+
+#: How a record was made: functions seen start (3.12+), or modules loaded.
+MONITORING = "monitoring"
+MODULES = "modules"
+#: ``sys.monitoring`` ids free for tools like this one (0-2 and 5 are named:
+#: debugger, coverage, profiler, optimizer).
+_FREE_IDS = (4, 3)
+_NAME = "pytest-isolation"
+#: Path parts of installed code, never the project's.
+_INSTALLED = ("site-packages", "dist-packages")
+
+
+def how() -> str:
+    """How this interpreter records: with ``sys.monitoring`` or by modules."""
+    return MONITORING if sys.version_info >= (3, 12) else MODULES
+
+
+class Recorder:
+    """Sees which code of the project under ``root`` runs, from :meth:`start`
+    to :meth:`take`; :meth:`restart` starts a new span in the same process
+    (a plain run's next file)."""
+
+    def __init__(self, root: str) -> None:
+        self.roots = tuple({os.path.join(p, "") for p in (root, os.path.realpath(root))})
+        self.codes: set[CodeType] = set()
+        self.tool: int | None = None
+        #: The standard library and installed code: never the project's.
+        libraries = ("stdlib", "platstdlib", "purelib", "platlib")
+        paths = sysconfig.get_paths()
+        self.outside = tuple({os.path.join(paths[name], "") for name in libraries})
+
+    def start(self) -> None:
+        if how() != MONITORING:
+            return
+        monitoring: Any = getattr(sys, "monitoring")  # noqa: B009  (3.12+; typed for 3.10)
+        for tool in _FREE_IDS:
+            if monitoring.get_tool(tool) is None:
+                break
+        else:
+            return  # every free id is taken: record by modules
+        monitoring.use_tool_id(tool, _NAME)
+        codes = self.codes
+        disable = monitoring.DISABLE
+
+        def started(code: CodeType, offset: int) -> object:
+            codes.add(code)
+            return disable
+
+        monitoring.register_callback(tool, monitoring.events.PY_START, started)
+        monitoring.set_events(tool, monitoring.events.PY_START)
+        self.tool = tool
+
+    def restart(self) -> dict[str, Any]:
+        """What ran since the start or the last restart; from now on each
+        code object is seen again at its next start."""
+        taken = self._taken()
+        self.codes.clear()
+        if self.tool is not None:
+            getattr(sys, "monitoring").restart_events()  # noqa: B009
+        return taken
+
+    def take(self) -> dict[str, Any]:
+        """Stop, and return what ran: ``{"how", "lines": {file: [first
+        lines]}, "modules": [files]}``, absolute paths of project files."""
+        if self.tool is not None:
+            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
+            monitoring.set_events(self.tool, 0)
+            monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(self.tool)
+        taken = self._taken()
+        self.tool = None
+        self.codes = set()
+        return taken
+
+    def _taken(self) -> dict[str, Any]:
+        lines: dict[str, set[int]] = {}
+        for code in list(self.codes):
+            path = code.co_filename
+            if self._ours(path):
+                lines.setdefault(path, set()).add(code.co_firstlineno)
+        return {
+            "how": MONITORING if self.tool is not None else MODULES,
+            "lines": {path: sorted(found) for path, found in sorted(lines.items())},
+            "modules": sorted(self._ours_loaded(list(sys.modules.values()))),
+        }
+
+    def _ours(self, path: str) -> bool:
+        """A project source file: under the root, not installed code."""
+        return (
+            path.endswith(".py")
+            and path.startswith(self.roots)
+            and not path.startswith(self.outside)
+            and not any(part in _INSTALLED for part in path.split(os.sep))
+        )
+
+    def _ours_loaded(self, modules: Iterable[object]) -> set[str]:
+        found = set()
+        for module in modules:
+            try:  # a test may have put anything into sys.modules (a Mock)
+                path = module.__dict__.get("__file__")
+            except Exception:
+                continue
+            if isinstance(path, str) and self._ours(path):
+                found.add(path)
+        return found
