@@ -106,6 +106,29 @@ def check_shards(documents: Sequence[tuple[Path, dict[str, Any]]], partial: bool
     return [f"shard {', '.join(missing)} missing: the merged report is partial"] if missing else []
 
 
+def _recorded(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The shards' records of what each test file executed, combined (each
+    file is in one shard); shards recorded with another Python or other
+    packages cannot be combined."""
+    combined: dict[str, Any] | None = None
+    for path, document in documents:
+        recorded = document.get("recorded")
+        if recorded is None:
+            continue
+        if combined is None:
+            combined = {**recorded, "tests": {}, "facts": {}, "stats": {}}
+        made = (recorded["environment"], recorded["how"])
+        if made != (combined["environment"], combined["how"]):
+            raise MergeError(
+                f"{path}: its record of what each test file executed was made with "
+                f"{recorded['environment']['python']} ({recorded['how']}) and other packages "
+                "than the first report's: record every shard in one environment"
+            )
+        for key in ("tests", "facts", "stats"):
+            combined[key].update(recorded[key])
+    return combined
+
+
 def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     if not documents:
         raise MergeError("no run reports to merge")
@@ -137,6 +160,10 @@ def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
         for stale in document["quarantine_stale"]:
             if stale not in merged["quarantine_stale"]:
                 merged["quarantine_stale"].append(stale)
+    recorded = _recorded(documents)
+    merged.pop("recorded", None)
+    if recorded is not None:
+        merged["recorded"] = recorded
     merged["files"] = [files[path] for path in sorted(files)]
     merged["totals"] = {
         "files": len(files),

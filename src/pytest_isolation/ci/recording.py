@@ -149,11 +149,11 @@ def from_report(path: Path, option: str) -> Record | None:
     try:
         document = json.loads(outputs.read_input(path))
     except OSError as error:
-        raise pytest.UsageError(f"{option} {path}: cannot read it: {error.strerror}") from None
+        raise pytest.UsageError(f"{option}: {str(path)!r}: cannot read it: {error.strerror}") from None
     except ValueError as error:
-        raise pytest.UsageError(f"{option} {path}: not JSON: {error}") from None
+        raise pytest.UsageError(f"{option}: {str(path)!r}: not JSON: {error}") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        raise pytest.UsageError(f"{option} {path}: not a pytest-isolation run report")
+        raise pytest.UsageError(f"{option}: {str(path)!r}: not a pytest-isolation run report")
     return Record.from_json(document.get("recorded"))
 
 

@@ -235,12 +235,15 @@ def _usable_record(config: pytest.Config, decision: Decision, scope: str) -> Rec
     found = options.path(config, "isolation_record_from")
     if found is not None:
         where = f"--isolation-record-from {found[0]}"
-        record = recording.from_report(found[0], found[1])
+        with _refused():
+            record = recording.from_report(*found)
     else:
         where = "pytest's cache"
         record = recording.load(_cache(config))
     if record is None:
         why = f"no record of what each test file executed in {where} (a file-mode run records one)"
+        if scope == "auto" and not options.flag(config, "isolation_explain"):
+            return None  # the usual case before a first recorded run: the header says impact
     elif record.environment != recording.environment():
         made, now = record.environment, recording.environment()
         what = (
