@@ -149,7 +149,9 @@ def from_report(path: Path, option: str) -> Record | None:
     try:
         document = json.loads(outputs.read_input(path))
     except OSError as error:
-        raise pytest.UsageError(f"{option}: {str(path)!r}: cannot read it: {error.strerror}") from None
+        raise pytest.UsageError(
+            f"{option}: {str(path)!r}: cannot read it: {error.strerror}"
+        ) from None
     except ValueError as error:
         raise pytest.UsageError(f"{option}: {str(path)!r}: not JSON: {error}") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
