@@ -1,0 +1,415 @@
+"""The record of what each test file executed, and the selector's ``recorded`` scope.
+
+Every run is a real pytest subprocess: file mode records in its children,
+the selector reads pytest's cache (or a run report) in a later run.  On
+Python 3.12+ a record names the functions that ran; before, the modules
+loaded (every function of each counts), so the expectations differ there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FILE_MODE
+from conftest import TIMEOUT
+
+FUNCTIONS = sys.version_info >= (3, 12)
+by_functions = pytest.mark.skipif(not FUNCTIONS, reason="functions are recorded on 3.12+")
+
+MOD = """\
+LIMIT = 3
+
+
+def used():
+    return helper() + 1
+
+
+def helper():
+    return 1
+
+
+def unused():
+    return 0
+"""
+
+#: test_a runs used() and helper(); test_b reads a constant only; test_c
+#: never loads the module.
+TESTS = {
+    "tests/test_a.py": "from pkg import mod\n\ndef test_a():\n    assert mod.used() == 2\n",
+    "tests/test_b.py": "from pkg import mod\n\ndef test_b():\n    assert mod.LIMIT == 3\n",
+    "tests/test_c.py": "def test_c():\n    assert True\n",
+}
+SELECT = ("-p", "isolation", "-p", "no:randomly", "--isolation-dry-run", "--isolation-explain")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\npythonpath = src\n")
+    (pytester.path / "src" / "pkg").mkdir(parents=True)
+    (pytester.path / "src" / "pkg" / "__init__.py").write_text("")
+    (pytester.path / "src" / "pkg" / "mod.py").write_text(MOD)
+    (pytester.path / "tests").mkdir()
+    for name, text in TESTS.items():
+        (pytester.path / name).write_text(text)
+    return pytester
+
+
+def record(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    result = pytester.runpytest_subprocess(*FILE_MODE, "-p", "no:randomly", *args, timeout=TIMEOUT)
+    return result
+
+
+def stored(pytester: pytest.Pytester) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (pytester.path / ".pytest_cache" / "v" / "isolation" / "recorded").read_text()
+    )
+    return data
+
+
+def select(pytester: pytest.Pytester, *args: str) -> tuple[list[str], pytest.RunResult]:
+    """The test files the selector picks, and the run."""
+    result = pytester.runpytest_subprocess(*SELECT, *args, timeout=TIMEOUT)
+    files = [line for line in result.stdout.lines if line.startswith("tests/")]
+    return files, result
+
+
+def edit(pytester: pytest.Pytester, old: str, new: str, key: str = "src/pkg/mod.py") -> None:
+    path = pytester.path / key
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def git(pytester: pytest.Pytester, *args: str) -> None:
+    # pytester keeps each run's output beside the project
+    (pytester.path / ".gitignore").write_text("stdout\nstderr\n.pytest_cache/\n")
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=pytester.path,
+        check=True,
+        capture_output=True,
+    )
+
+
+# -- recording ----------------------------------------------------------------
+
+
+def test_file_mode_records_what_each_file_ran(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    data = stored(project)
+    assert data["environment"]["python"] == f"cpython {sys.version_info[0]}.{sys.version_info[1]}"
+    tests = data["tests"]
+    assert sorted(tests) == sorted(TESTS)
+    assert set(tests["tests/test_a.py"]["deps"]) == {"src/pkg/__init__.py", "src/pkg/mod.py"}
+    assert tests["tests/test_c.py"]["deps"] == {}
+    if FUNCTIONS:
+        assert data["how"] == "monitoring"
+        assert tests["tests/test_a.py"]["ran"] == {"src/pkg/mod.py": ["helper", "used"]}
+        assert tests["tests/test_b.py"]["ran"] == {}  # loaded, no function run
+    else:
+        assert data["how"] == "modules"
+        assert tests["tests/test_b.py"]["ran"]["src/pkg/mod.py"] == ["*"]
+
+
+def test_a_file_whose_tests_did_not_all_run_is_not_recorded(project: pytest.Pytester) -> None:
+    (project.path / "tests" / "test_d.py").write_text(
+        "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
+    )
+    (project.path / "tests" / "test_e.py").write_text("import no_such_module\n")
+    record(project, "-k", "not test_two").assert_outcomes(passed=4, deselected=1, errors=1)
+    tests = stored(project)["tests"]
+    assert "tests/test_d.py" not in tests  # a test deselected
+    assert "tests/test_e.py" not in tests  # failed to collect
+    assert "tests/test_a.py" in tests
+
+
+def test_record_off_records_nothing(project: pytest.Pytester) -> None:
+    record(project, "--isolation-record=off").assert_outcomes(passed=3)
+    assert not (project.path / ".pytest_cache" / "v" / "isolation" / "recorded").exists()
+
+
+def test_a_plain_run_records_when_asked(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "-p", "isolation", "-p", "no:randomly", "--isolation-record=on", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=3)
+    tests = stored(project)["tests"]
+    assert sorted(tests) == sorted(TESTS)
+    if FUNCTIONS:
+        assert tests["tests/test_a.py"]["ran"] == {"src/pkg/mod.py": ["helper", "used"]}
+        assert tests["tests/test_c.py"]["ran"] == {}
+
+
+def test_a_plain_run_does_not_record_by_default(project: pytest.Pytester) -> None:
+    project.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT).assert_outcomes(passed=3)
+    assert not (project.path / ".pytest_cache" / "v" / "isolation" / "recorded").exists()
+
+
+def test_the_run_report_holds_the_record(project: pytest.Pytester) -> None:
+    record(project, "--isolation-report=run.json").assert_outcomes(passed=3)
+    report = json.loads((project.path / "run.json").read_text())
+    assert sorted(report["recorded"]["tests"]) == sorted(TESTS)
+
+
+def test_under_xdist_every_worker_s_files_are_recorded(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    result = record(project, "-p", "xdist", "-n", "2")
+    result.assert_outcomes(passed=3)
+    assert sorted(stored(project)["tests"]) == sorted(TESTS)
+
+
+# -- selecting ------------------------------------------------------------------
+
+
+@by_functions
+def test_a_changed_function_selects_the_files_that_ran_it(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    edit(project, "return 1\n", "return 2 - 1\n")  # helper()
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py"]
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: scope=recorded sources=1 test_files=1/50 via recorded:1 "
+            "(record: 3 test files, 0 stale, 0 unrecorded, * ms)",
+            "isolation: tests/test_a.py: its tests ran src/pkg/mod.py: helper",
+        ]
+    )
+
+
+@by_functions
+def test_a_function_no_test_ran_selects_nothing(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    edit(project, "return 0\n", "return 5\n")  # unused()
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == []
+    assert result.ret == 5
+    result.stderr.fnmatch_lines(
+        ["*src/pkg/mod.py: no recorded test file ran code of it that changed"]
+    )
+
+
+def test_import_time_code_selects_every_file_that_loaded_it(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    edit(project, "LIMIT = 3", "LIMIT = 4")
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py", "tests/test_b.py"]
+    if FUNCTIONS:
+        result.stdout.fnmatch_lines(
+            ["*tests/test_b.py: its tests ran src/pkg/mod.py: import-time code"]
+        )
+
+
+@by_functions
+def test_comments_and_moved_code_change_nothing(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    edit(project, "LIMIT = 3\n", "# a comment\n\n\nLIMIT = 3  # the limit\n")
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == []
+    assert result.ret == 5
+
+
+def test_a_changed_test_file_selects_itself(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    edit(project, "assert True", "assert 1", key="tests/test_c.py")
+    files, _ = select(project, "--isolation-for", "tests/test_c.py")
+    assert files == ["tests/test_c.py"]
+
+
+def test_new_and_renamed_test_files_are_always_selected(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    (project.path / "tests" / "test_c.py").rename(project.path / "tests" / "test_renamed.py")
+    (project.path / "tests" / "test_new.py").write_text("def test_new():\n    pass\n")
+    edit(project, "LIMIT = 3", "LIMIT = 4")
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert "tests/test_new.py" in files
+    assert "tests/test_renamed.py" in files
+    result.stdout.fnmatch_lines(["*tests/test_new.py: not in the record*"])
+
+
+def test_a_stale_entry_is_selected_by_impact_and_said(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    (project.path / "src" / "pkg" / "__init__.py").write_text("# changed\nVERSION = 2\n")
+    edit(project, "LIMIT = 3", "LIMIT = 4")
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py", "tests/test_b.py"]
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: scope=recorded * via stale:2 (record: 3 test files, 2 stale, *",
+            "isolation: the record of 2 test files is stale (src/pkg/__init__.py changed, not "
+            "among the changed files given): they are selected by scope impact",
+        ]
+    )
+
+
+def test_a_record_of_another_environment_is_not_used(project: pytest.Pytester) -> None:
+    record(project).assert_outcomes(passed=3)
+    path = project.path / ".pytest_cache" / "v" / "isolation" / "recorded"
+    data = json.loads(path.read_text())
+    data["environment"]["python"] = "cpython 3.99"
+    path.write_text(json.dumps(data))
+    edit(project, "return 1\n", "return 2 - 1\n")
+    files, result = select(
+        project, "--isolation-for", "src/pkg/mod.py", "--isolation-scope=recorded"
+    )
+    assert files == ["tests/test_a.py", "tests/test_b.py"]  # impact: both import it
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: scope=impact *",
+            "isolation: scope=recorded: the record of what each test file executed in pytest's "
+            "cache was made with cpython 3.99, not cpython *; scope impact selects instead",
+        ]
+    )
+
+
+def test_auto_without_a_record_is_impact(project: pytest.Pytester) -> None:
+    edit(project, "return 1\n", "return 2 - 1\n")
+    result = project.runpytest_subprocess(
+        "-p", "isolation", "--isolation-for", "src/pkg/mod.py", "--isolation-dry-run",
+        timeout=TIMEOUT,
+    )  # fmt: skip
+    assert result.stdout.lines[0].startswith("isolation: scope=impact sources=1 test_files=2/50")
+
+
+@by_functions
+def test_git_lines_say_what_changed_when_the_record_saw_the_change(
+    project: pytest.Pytester,
+) -> None:
+    """Recorded after the change: the fingerprints see nothing new, git's
+    changed lines (--isolation-since) tell which function changed."""
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "base")
+    edit(project, "return 1\n", "return 2 - 1\n")  # helper(), uncommitted
+    record(project).assert_outcomes(passed=3)
+    files, result = select(project, "--isolation-since", "HEAD")
+    assert files == ["tests/test_a.py"]
+    result.stdout.fnmatch_lines(["*tests/test_a.py: its tests ran src/pkg/mod.py: helper"])
+    # without lines, any function the file's tests ran counts
+    files, _ = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py"]
+
+
+@by_functions
+def test_git_since_a_recorded_base_selects_by_changed_functions(
+    project: pytest.Pytester,
+) -> None:
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "base")
+    record(project).assert_outcomes(passed=3)
+    edit(project, "    return helper() + 1\n", "    x = helper()\n    return x + 1\n")
+    files, _ = select(project, "--isolation-since", "HEAD")
+    assert files == ["tests/test_a.py"]
+
+
+def test_a_deleted_source_selects_the_files_that_loaded_it(project: pytest.Pytester) -> None:
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "base")
+    record(project).assert_outcomes(passed=3)
+    (project.path / "src" / "pkg" / "mod.py").unlink()
+    files, _ = select(project, "--isolation-since", "HEAD")
+    assert files == ["tests/test_a.py", "tests/test_b.py"]
+
+
+# -- shards ----------------------------------------------------------------------
+
+
+def test_shards_records_merge_and_select(project: pytest.Pytester) -> None:
+    for index in (1, 2):
+        result = record(
+            project, f"--isolation-shard={index}/2", f"--isolation-report=s{index}.json"
+        )
+        assert result.ret == 0, result.stdout.str()
+    (project.path / ".pytest_cache").rename(project.path / "old-cache")  # only the reports
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_isolation.merge", "s1.json", "s2.json", "-o", "run.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert merged.returncode == 0, merged.stderr
+    report = json.loads((project.path / "run.json").read_text())
+    assert sorted(report["recorded"]["tests"]) == sorted(TESTS)
+    edit(project, "LIMIT = 3", "LIMIT = 4")
+    files, result = select(
+        project, "--isolation-for", "src/pkg/mod.py", "--isolation-record-from", "run.json"
+    )
+    assert files == ["tests/test_a.py", "tests/test_b.py"]
+    result.stdout.fnmatch_lines(["isolation: scope=recorded *(record: 3 test files, 0 stale*"])
+
+
+def test_merge_refuses_records_of_different_environments(project: pytest.Pytester) -> None:
+    for index in (1, 2):
+        record(project, f"--isolation-shard={index}/2", f"--isolation-report=s{index}.json")
+    path = project.path / "s2.json"
+    report = json.loads(path.read_text())
+    report["recorded"]["environment"]["python"] = "cpython 3.99"
+    path.write_text(json.dumps(report))
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_isolation.merge", "s1.json", "s2.json", "-o", "run.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert merged.returncode != 0
+    assert "s2.json: its record of what each test file executed was made with cpython 3.99" in (
+        merged.stderr
+    )
+    assert not (project.path / "run.json").exists()
+
+
+def test_record_from_a_file_that_is_no_report_is_an_error(project: pytest.Pytester) -> None:
+    (project.path / "other.json").write_text("{}")
+    _, result = select(
+        project, "--isolation-for", "src/pkg/mod.py", "--isolation-record-from", "other.json"
+    )
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(
+        [
+            "isolation: invalid_input: --isolation-record-from: *other.json': "
+            "not a pytest-isolation run report"
+        ]
+    )
+
+
+# -- the recorder itself ------------------------------------------------------------
+
+
+@by_functions
+def test_the_recorder_sees_each_function_once_and_gives_its_tool_id_back(
+    tmp_path: Path,
+) -> None:
+    from pytest_isolation.core.executed import Recorder
+
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import m  # type: ignore[import-not-found]
+
+        recorder = Recorder(str(tmp_path))
+        recorder.start()
+        for _ in range(3):
+            m.f()
+        first = recorder.restart()
+        m.f()
+        m.g()
+        taken = recorder.take()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("m", None)
+    assert first["lines"] == {str(module): [1]}
+    assert taken["lines"] == {str(module): [1, 4]}  # restart sees f again
+    assert str(module) in taken["modules"]
+    monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
+    assert monitoring.get_tool(4) is None
+    assert monitoring.get_tool(3) is None
