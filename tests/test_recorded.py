@@ -413,3 +413,33 @@ def test_the_recorder_sees_each_function_once_and_gives_its_tool_id_back(
     monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
     assert monitoring.get_tool(4) is None
     assert monitoring.get_tool(3) is None
+
+
+def test_an_installed_copy_of_the_project_counts_as_its_source(
+    pytester: pytest.Pytester,
+) -> None:
+    """tox installs the project (not editable): its tests run the copy in
+    site-packages, which the record names by the project's own file."""
+    import shutil
+    import sysconfig
+    import uuid
+
+    name = f"isolrec_{uuid.uuid4().hex[:8]}"
+    source = pytester.path / "src" / name
+    source.mkdir(parents=True)
+    (source / "__init__.py").write_text("")
+    (source / "mod.py").write_text(MOD)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_a.py").write_text(
+        TESTS["tests/test_a.py"].replace("from pkg", f"from {name}")
+    )
+    installed = Path(sysconfig.get_paths()["purelib"]) / name
+    shutil.copytree(source, installed)
+    try:
+        record(pytester).assert_outcomes(passed=1)
+    finally:
+        shutil.rmtree(installed)
+    entry = stored(pytester)["tests"]["tests/test_a.py"]
+    assert f"src/{name}/mod.py" in entry["deps"]
+    if FUNCTIONS:
+        assert entry["ran"] == {f"src/{name}/mod.py": ["helper", "used"]}

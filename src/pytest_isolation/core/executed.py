@@ -36,6 +36,8 @@ _FREE_IDS = (4, 3)
 _NAME = "pytest-isolation"
 #: Path parts of installed code, never the project's.
 _INSTALLED = ("site-packages", "dist-packages")
+#: Where a project keeps its importable packages, relative to its root.
+_SOURCE_DIRS = ("", "src", "lib")
 
 
 def how() -> str:
@@ -56,6 +58,11 @@ class Recorder:
         libraries = ("stdlib", "platstdlib", "purelib", "platlib")
         paths = sysconfig.get_paths()
         self.outside = tuple({os.path.join(paths[name], "") for name in libraries})
+        #: Where installed distributions are (a copy of the project may be one).
+        self.installed = tuple({os.path.join(paths[name], "") for name in ("purelib", "platlib")})
+        self.root = root
+        self.mapped: dict[str, str | None] = {}
+        self.bases: dict[str, str | None] = {}
 
     def start(self) -> None:
         if how() != MONITORING:
@@ -103,8 +110,8 @@ class Recorder:
     def _taken(self) -> dict[str, Any]:
         lines: dict[str, set[int]] = {}
         for code in list(self.codes):
-            path = code.co_filename
-            if self._ours(path):
+            path = self._project_file(code.co_filename)
+            if path is not None:
                 lines.setdefault(path, set()).add(code.co_firstlineno)
         return {
             "how": MONITORING if self.tool is not None else MODULES,
@@ -112,14 +119,46 @@ class Recorder:
             "modules": sorted(self._ours_loaded(list(sys.modules.values()))),
         }
 
-    def _ours(self, path: str) -> bool:
-        """A project source file: under the root, not installed code."""
-        return (
-            path.endswith(".py")
-            and path.startswith(self.roots)
-            and not path.startswith(self.outside)
-            and not any(part in _INSTALLED for part in path.split(os.sep))
+    def _project_file(self, path: str) -> str | None:
+        """The project source file ``path`` is: itself under the root, or,
+        for a copy of the project installed into site-packages (a
+        non-editable install, as tox makes), the project's file of the same
+        package path (``src/pkg/mod.py`` for ``site-packages/pkg/mod.py``)."""
+        if path in self.mapped:
+            return self.mapped[path]
+        found: str | None = None
+        installed = path.startswith(self.outside) or any(
+            part in _INSTALLED for part in path.split(os.sep)
         )
+        if not path.endswith(".py"):
+            pass
+        elif not installed:
+            found = path if path.startswith(self.roots) else None
+        else:
+            for library in self.installed:
+                if path.startswith(library):
+                    inside = path[len(library) :]
+                    base = self._base_of(inside.split(os.sep, 1)[0])
+                    candidate = None if base is None else os.path.join(base, inside)
+                    if candidate is not None and os.path.isfile(candidate):
+                        found = candidate
+                    break
+        self.mapped[path] = found
+        return found
+
+    def _base_of(self, top: str) -> str | None:
+        """Where the project keeps the top-level package or module ``top``:
+        the root or its ``src``/``lib`` directory; None when it does not."""
+        if top not in self.bases:
+            self.bases[top] = next(
+                (
+                    base
+                    for base in (os.path.join(self.root, d) for d in _SOURCE_DIRS)
+                    if os.path.exists(os.path.join(base, top))
+                ),
+                None,
+            )
+        return self.bases[top]
 
     def _ours_loaded(self, modules: Iterable[object]) -> set[str]:
         found = set()
@@ -128,6 +167,7 @@ class Recorder:
                 path = module.__dict__.get("__file__")
             except Exception:
                 continue
-            if isinstance(path, str) and self._ours(path):
-                found.add(path)
+            ours = self._project_file(path) if isinstance(path, str) else None
+            if ours is not None:
+                found.add(ours)
         return found
