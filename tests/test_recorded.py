@@ -152,7 +152,14 @@ def test_a_plain_run_does_not_record_by_default(project: pytest.Pytester) -> Non
 
 
 def test_the_run_report_holds_the_record(project: pytest.Pytester) -> None:
-    record(project, "--isolation-report=run.json").assert_outcomes(passed=3)
+    result = record(project, "--isolation-report=run.json", "-vv")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: recorded what 3 test files executed (3 test files in the record, "
+            "cache key isolation/recorded)"
+        ]
+    )
     report = json.loads((project.path / "run.json").read_text())
     assert sorted(report["recorded"]["tests"]) == sorted(TESTS)
 

@@ -107,6 +107,9 @@ def test_dry_run_and_explain(project: pytest.Pytester) -> None:
     assert result.ret == 0
     assert result.stdout.lines == [
         result.stdout.lines[0],
+        # the scope auto picked, and why: no recorded run yet
+        "isolation: scope=auto: no record of what each test file executed in pytest's cache "
+        "(a file-mode run records one); scope impact selects instead",
         "isolation: tests/checkout/test_flow.py: imports it (depth 2): "
         "tests/checkout/test_flow.py -> src/shop/prices.py -> src/shop/cart.py",
         "isolation: tests/test_cart.py: named after src/shop/cart.py",

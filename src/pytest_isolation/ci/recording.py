@@ -256,7 +256,7 @@ class RecordKeeper:
             cache.set(CACHE_KEY, record.to_json())
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.written is None or terminalreporter.verbosity < 1:
+        if self.written is None or terminalreporter.verbosity < 2:
             return
         terminalreporter.write_line(
             f"isolation: recorded what {counted(len(self.executed), 'test file')} executed "
