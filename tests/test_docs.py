@@ -22,6 +22,7 @@ EXECUTABLE_DOCS = (
     "docs/howto/move-to-file-mode.md",
     "docs/howto/parallel.md",
     "docs/howto/select-tests.md",
+    "docs/howto/run-what-a-change-affects.md",
     "docs/howto/twice.md",
     "docs/howto/fixtures-env.md",
     "docs/howto/fixtures-fs.md",

@@ -450,3 +450,22 @@ def test_an_installed_copy_of_the_project_counts_as_its_source(
     assert f"src/{name}/mod.py" in entry["deps"]
     if FUNCTIONS:
         assert entry["ran"] == {f"src/{name}/mod.py": ["helper", "used"]}
+
+
+@by_functions
+def test_a_test_that_claims_the_recorder_s_tool_id_gets_it(project: pytest.Pytester) -> None:
+    """The outcome is a plain run's: the recorder moves to another id."""
+    (project.path / "tests" / "test_tool.py").write_text(
+        "import sys\n\n"
+        "from pkg import mod\n\n\n"
+        "def test_tool():\n"
+        "    sys.monitoring.use_tool_id(4, 'mine')\n"
+        "    try:\n"
+        "        assert sys.monitoring.get_tool(4) == 'mine'\n"
+        "        assert mod.used() == 2\n"
+        "    finally:\n"
+        "        sys.monitoring.free_tool_id(4)\n"
+    )
+    record(project).assert_outcomes(passed=4)
+    entry = stored(project)["tests"]["tests/test_tool.py"]
+    assert entry["ran"] == {"src/pkg/mod.py": ["helper", "used"]}

@@ -62,18 +62,28 @@ class Recorder:
         self.installed = tuple({os.path.join(paths[name], "") for name in ("purelib", "platlib")})
         self.root = root
         self.mapped: dict[str, str | None] = {}
+        #: ``sys.monitoring.use_tool_id`` as it was, while this recorder stands in for it.
+        self.claim: Any = None
+        #: A test took every id this recorder may use: what it saw is incomplete.
+        self.lost = False
         self.bases: dict[str, str | None] = {}
 
     def start(self) -> None:
         if how() != MONITORING:
             return
         monitoring: Any = getattr(sys, "monitoring")  # noqa: B009  (3.12+; typed for 3.10)
-        for tool in _FREE_IDS:
-            if monitoring.get_tool(tool) is None:
-                break
-        else:
-            return  # every free id is taken: record by modules
-        monitoring.use_tool_id(tool, _NAME)
+        self.claim = monitoring.use_tool_id
+        if self._claimed(monitoring):
+            monitoring.use_tool_id = self._use_tool_id
+
+    def _claimed(self, monitoring: Any, taken: int | None = None) -> bool:
+        """Take a free tool id and start seeing code start; False when every
+        id this recorder may use is taken (the record is then by modules)."""
+        free = [t for t in _FREE_IDS if t != taken and monitoring.get_tool(t) is None]
+        tool = free[0] if free else None
+        if tool is None:
+            return False
+        self.claim(tool, _NAME)
         codes = self.codes
         disable = monitoring.DISABLE
 
@@ -84,6 +94,26 @@ class Recorder:
         monitoring.register_callback(tool, monitoring.events.PY_START, started)
         monitoring.set_events(tool, monitoring.events.PY_START)
         self.tool = tool
+        return True
+
+    def _use_tool_id(self, tool_id: int, name: str, /) -> None:
+        """``sys.monitoring.use_tool_id`` while recording: a test (or a tool
+        it starts) that claims this recorder's id gets it, as in a run without
+        the recorder; the recorder moves to another id, or, with none left,
+        stops, and its record is lost (:attr:`lost`)."""
+        if tool_id == self.tool:
+            self._release()
+            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
+            self.lost = not self._claimed(monitoring, taken=tool_id)
+        self.claim(tool_id, name)
+
+    def _release(self) -> None:
+        if self.tool is not None:
+            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
+            monitoring.set_events(self.tool, 0)
+            monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
+            monitoring.free_tool_id(self.tool)
+            self.tool = None
 
     def restart(self) -> dict[str, Any]:
         """What ran since the start or the last restart; from now on each
@@ -97,13 +127,11 @@ class Recorder:
     def take(self) -> dict[str, Any]:
         """Stop, and return what ran: ``{"how", "lines": {file: [first
         lines]}, "modules": [files]}``, absolute paths of project files."""
-        if self.tool is not None:
-            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
-            monitoring.set_events(self.tool, 0)
-            monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
-            monitoring.free_tool_id(self.tool)
         taken = self._taken()
-        self.tool = None
+        self._release()
+        if self.claim is not None:
+            getattr(sys, "monitoring").use_tool_id = self.claim  # noqa: B009
+            self.claim = None
         self.codes = set()
         return taken
 

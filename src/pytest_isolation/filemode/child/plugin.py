@@ -538,7 +538,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     recorder = plugin.recorder
     if recorder is not None:
         executed = recorder.take()
-        if interruption is None and not (plugin.partial or plugin.unfinished):
+        if interruption is None and not (plugin.partial or plugin.unfinished or recorder.lost):
             plugin.sender.send(EXECUTED, **executed)
     if interruption is not None:
         if not plugin.spec.collect_only:
