@@ -311,6 +311,11 @@ class PlainRecording:
 
     def _close(self, executed: dict[str, Any]) -> None:
         file = self.current
-        if file is None or self.recorder.lost or file in self.partial or self.finished[file] < self.expected[file]:
+        if (
+            file is None
+            or self.recorder.lost
+            or file in self.partial
+            or self.finished[file] < self.expected[file]
+        ):
             return
         self.keeper.executed[file] = executed
