@@ -469,3 +469,18 @@ def test_a_test_that_claims_the_recorder_s_tool_id_gets_it(project: pytest.Pytes
     record(project).assert_outcomes(passed=4)
     entry = stored(project)["tests"]["tests/test_tool.py"]
     assert entry["ran"] == {"src/pkg/mod.py": ["helper", "used"]}
+
+
+def test_a_file_a_conftest_keeps_out_is_selected_only_when_it_or_the_conftest_changes(
+    project: pytest.Pytester,
+) -> None:
+    (project.path / "tests" / "conftest.py").write_text('collect_ignore = ["test_later.py"]\n')
+    (project.path / "tests" / "test_later.py").write_text("from pkg import mod\n")
+    record(project).assert_outcomes(passed=3)
+    edit(project, "LIMIT = 3", "LIMIT = 4")
+    files, _ = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py", "tests/test_b.py"]  # not tests/test_later.py
+    (project.path / "tests" / "conftest.py").write_text("collect_ignore = []\n")
+    files, result = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert "tests/test_later.py" in files  # its conftest changed: stale, by impact
+    result.stdout.fnmatch_lines(["*tests/test_later.py: its record is stale (tests/conftest.py*"])

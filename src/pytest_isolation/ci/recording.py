@@ -20,6 +20,7 @@ under another replaces it.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import sys
@@ -38,6 +39,7 @@ from pytest_isolation.ci.sourcefacts import read_facts
 from pytest_isolation.core import outputs
 from pytest_isolation.core.executed import MODULES
 from pytest_isolation.core.executed import Recorder
+from pytest_isolation.core.executed import how as recording_how
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.records import FileAttempts
@@ -219,8 +221,33 @@ class RecordKeeper:
         #: What each test file's process executed, by the file's node id.
         self.executed: dict[str, dict[str, Any]] = {}
         self.written: Record | None = None
-        #: Why the record was not written, for the summary.
-        self.failed: str | None = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_ignore_collect(
+        self, collection_path: Path, config: pytest.Config
+    ) -> Generator[None, bool | None, bool | None]:
+        """A test file a conftest keeps out (``collect_ignore``, a hook) runs
+        nothing, whatever changes: its entry depends on the conftests above
+        it only, so it is selected when it or one of them changes, not
+        always, as a file missing from the record is.  Not for ``--ignore``,
+        which is this run's only."""
+        ignored = yield
+        if ignored and collection_path.suffix == ".py" and self._test_file(collection_path):
+            given = config.getoption("ignore", None) or config.getoption("ignore_glob", None)
+            root = config.rootpath
+            if not given and collection_path.is_relative_to(root):
+                conftests = [
+                    str(directory / "conftest.py")
+                    for directory in (collection_path.parent, *collection_path.parent.parents)
+                    if directory.is_relative_to(root) and (directory / "conftest.py").is_file()
+                ]
+                nodeid = collection_path.relative_to(root).as_posix()
+                self.executed[nodeid] = {"how": MODULES, "lines": {}, "modules": conftests}
+        return ignored
+
+    def _test_file(self, path: Path) -> bool:
+        patterns = self.config.getini("python_files")
+        return path.is_file() and any(fnmatch.fnmatch(path.name, p) for p in patterns)
 
     def pytest_isolation_file_finished(self, record: FileAttempts, seconds: float) -> None:
         if record.executed is not None:
@@ -237,7 +264,7 @@ class RecordKeeper:
         if is_worker(self.config) or not self.executed:
             return
         root = self.config.rootpath
-        how = next(iter(self.executed.values()))["how"]
+        how = recording_how()
         fresh = Record(environment(), how)
         facts = _Facts(root)
         for nodeid, executed in self.executed.items():
