@@ -208,7 +208,7 @@ def test_import_time_code_selects_every_file_that_loaded_it(project: pytest.Pyte
     assert files == ["tests/test_a.py", "tests/test_b.py"]
     if FUNCTIONS:
         result.stdout.fnmatch_lines(
-            ["*tests/test_b.py: its tests ran src/pkg/mod.py: import-time code"]
+            ["*tests/test_b.py: it loaded src/pkg/mod.py, whose import-time code changed"]
         )
 
 
@@ -249,7 +249,7 @@ def test_a_stale_entry_is_selected_by_impact_and_said(project: pytest.Pytester) 
         [
             "isolation: scope=recorded * via stale:2 (record: 3 test files, 2 stale, *",
             "isolation: the record of 2 test files is stale (src/pkg/__init__.py changed, not "
-            "among the changed files given): they are selected by scope impact",
+            "among the changed files given): scope impact decides for them",
         ]
     )
 
@@ -484,3 +484,32 @@ def test_a_file_a_conftest_keeps_out_is_selected_only_when_it_or_the_conftest_ch
     files, result = select(project, "--isolation-for", "src/pkg/mod.py")
     assert "tests/test_later.py" in files  # its conftest changed: stale, by impact
     result.stdout.fnmatch_lines(["*tests/test_later.py: its record is stale (tests/conftest.py*"])
+
+
+def test_a_module_a_test_imports_counts_though_the_guard_takes_it_out(
+    project: pytest.Pytester,
+) -> None:
+    """A module first imported inside a test is taken out of sys.modules
+    again by the leak guard; the record still knows it was loaded."""
+    (project.path / "src" / "pkg" / "late.py").write_text("GREETING = 'hi'\n")
+    (project.path / "tests" / "test_late.py").write_text(
+        "def test_late():\n    from pkg import late\n\n    assert late.GREETING == 'hi'\n"
+    )
+    record(project).assert_outcomes(passed=4)
+    assert "src/pkg/late.py" in stored(project)["tests"]["tests/test_late.py"]["deps"]
+    edit(project, "'hi'", "'hello'", key="src/pkg/late.py")
+    files, _ = select(project, "--isolation-for", "src/pkg/late.py")
+    assert files == ["tests/test_late.py"]
+
+
+def test_a_changed_decorator_is_import_time_code(project: pytest.Pytester) -> None:
+    """Decorators and signatures run at import: a change there selects
+    every file that loaded the module, not only those that ran the function."""
+    edit(project, "def unused():", "@staticmethod\ndef unused():")
+    record(project).assert_outcomes(passed=3)
+    edit(project, "@staticmethod\n", "@classmethod\n")
+    files, _ = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py", "tests/test_b.py"]
+    edit(project, "def unused():", "def unused(x=1):")
+    files, _ = select(project, "--isolation-for", "src/pkg/mod.py")
+    assert files == ["tests/test_a.py", "tests/test_b.py"]

@@ -119,10 +119,11 @@ def _recorded(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any
             combined = {**recorded, "tests": {}, "facts": {}, "stats": {}}
         made = (recorded["environment"], recorded["how"])
         if made != (combined["environment"], combined["how"]):
+            python, first = recorded["environment"]["python"], combined["environment"]["python"]
+            what = f"{python}, not {first}" if python != first else "other installed packages"
             raise MergeError(
-                f"{path}: its record of what each test file executed was made with "
-                f"{recorded['environment']['python']} ({recorded['how']}) and other packages "
-                "than the first report's: record every shard in one environment"
+                f"{path}: its record of what each test file executed was made with {what} "
+                "(the first report's): record every shard in one environment"
             )
         for key in ("tests", "facts", "stats"):
             combined[key].update(recorded[key])

@@ -4,10 +4,10 @@ The record of what a test file executed names functions by qualified name
 (``Class.method``, ``outer.<locals>.inner``).  A function's fingerprint is
 a digest of its syntax tree without positions, so moving it, or changing a
 comment or blank line, does not change it; its decorators and signature are
-part of it.  The module's fingerprint covers everything else: the code that
-runs at import (imports, constants, class bodies), each function reduced to
-its name.  Comparing the fingerprints of two versions of a file tells which
-functions changed, and whether its import-time code did.
+part of it.  The module's fingerprint covers the code that runs at import
+(imports, constants, class bodies, and each function's decorators and
+signature, without its body).  Comparing the fingerprints of two versions of
+a file tells which functions changed, and whether its import-time code did.
 """
 
 from __future__ import annotations
@@ -37,19 +37,27 @@ class SourceFacts:
     #: Each function's fingerprint, by qualified name (two definitions of one
     #: name, a property's getter and setter, share one).
     functions: dict[str, str]
-    #: ``(first line, last line, qualified name)`` of each function, from its
-    #: first decorator on.
-    spans: tuple[tuple[int, int, str], ...]
+    #: ``(first line, last line, qualified name, first line of the body)`` of
+    #: each function, from its first decorator on.
+    spans: tuple[tuple[int, int, str, int], ...]
     #: The fingerprint of the code outside the functions.
     module: str
 
     def function_at(self, line: int) -> str | None:
         """The innermost function whose lines hold ``line``; None at module level."""
-        found: tuple[int, int, str] | None = None
+        found: tuple[int, int, str, int] | None = None
         for span in self.spans:
             if span[0] <= line <= span[1] and (found is None or span[0] >= found[0]):
                 found = span
         return None if found is None else found[2]
+
+    def in_header(self, line: int) -> bool:
+        """Whether ``line`` is in a function's decorators or signature,
+        which run at import (in the outermost function's: nested ones run
+        with their function)."""
+        return any(
+            first <= line < body for first, _, name, body in self.spans if "<locals>" not in name
+        )
 
     def to_json(self) -> dict[str, object]:
         return {"functions": self.functions, "module": self.module}
@@ -63,7 +71,7 @@ def facts_of(data: bytes, filename: str = "<source>") -> SourceFacts:
     if tree is None:
         return SourceFacts(content, {}, (), content)
     functions: dict[str, str] = {}
-    spans: list[tuple[int, int, str]] = []
+    spans: list[tuple[int, int, str, int]] = []
     _walk(tree, "", functions, spans)
     outside = _without_functions(tree)
     return SourceFacts(content, functions, tuple(sorted(spans)), _fingerprint(outside))
@@ -79,13 +87,17 @@ def read_facts(path: Path) -> SourceFacts | None:
 
 
 def _walk(
-    node: ast.AST, prefix: str, functions: dict[str, str], spans: list[tuple[int, int, str]]
+    node: ast.AST,
+    prefix: str,
+    functions: dict[str, str],
+    spans: list[tuple[int, int, str, int]],
 ) -> None:
     for child in ast.iter_child_nodes(node):
         if isinstance(child, _FUNCTIONS):
             name = prefix + child.name
             first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
-            spans.append((first, child.end_lineno or child.lineno, name))
+            body = child.body[0].lineno if child.body else child.lineno
+            spans.append((first, child.end_lineno or child.lineno, name, body))
             mark = _fingerprint(child)
             known = functions.get(name)
             functions[name] = mark if known is None else digest(f"{known}{mark}".encode())[:16]
@@ -97,13 +109,16 @@ def _walk(
 
 
 class _Reduced(ast.NodeTransformer):
-    """Each function outside a function becomes its name: what is left runs at import."""
+    """Each function outside a function loses its body: what is left (its
+    decorators, defaults and annotations too) runs at import."""
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        return ast.Expr(ast.Constant(f"def {node.name}"))
+        node.body = [ast.Pass()]
+        return node
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
-        return ast.Expr(ast.Constant(f"async def {node.name}"))
+        node.body = [ast.Pass()]
+        return node
 
 
 def _without_functions(tree: ast.Module) -> ast.AST:

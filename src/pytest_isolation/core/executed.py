@@ -40,6 +40,24 @@ _INSTALLED = ("site-packages", "dist-packages")
 _SOURCE_DIRS = ("", "src", "lib")
 
 
+#: The recorder that sees module bodies run (the audit hook below), if one records.
+_ACTIVE: list[Recorder] = []
+
+
+def _module_run(event: str, args: tuple[Any, ...]) -> None:
+    """An audit hook: a module's body run by ``exec`` (every import does
+    that) while a recorder records.  Such a module may be taken out of
+    ``sys.modules`` again before the record is taken (the leak guard puts
+    back a module first imported by a test)."""
+    if event == "exec" and _ACTIVE:
+        code = args[0]
+        if isinstance(code, CodeType) and code.co_name == "<module>":
+            _ACTIVE[-1].loaded.add(code.co_filename)
+
+
+_hooked: list[bool] = []
+
+
 def how() -> str:
     """How this interpreter records: with ``sys.monitoring`` or by modules."""
     return MONITORING if sys.version_info >= (3, 12) else MODULES
@@ -62,6 +80,8 @@ class Recorder:
         self.installed = tuple({os.path.join(paths[name], "") for name in ("purelib", "platlib")})
         self.root = root
         self.mapped: dict[str, str | None] = {}
+        #: Files of the module bodies run since the start (:func:`_module_run`).
+        self.loaded: set[str] = set()
         #: ``sys.monitoring.use_tool_id`` as it was, while this recorder stands in for it.
         self.claim: Any = None
         #: A test took every id this recorder may use: what it saw is incomplete.
@@ -69,6 +89,10 @@ class Recorder:
         self.bases: dict[str, str | None] = {}
 
     def start(self) -> None:
+        if not _hooked:  # an audit hook stays for good: one per process
+            sys.addaudithook(_module_run)
+            _hooked.append(True)
+        _ACTIVE.append(self)
         if how() != MONITORING:
             return
         monitoring: Any = getattr(sys, "monitoring")  # noqa: B009  (3.12+; typed for 3.10)
@@ -120,6 +144,7 @@ class Recorder:
         code object is seen again at its next start."""
         taken = self._taken()
         self.codes.clear()
+        self.loaded.clear()
         if self.tool is not None:
             getattr(sys, "monitoring").restart_events()  # noqa: B009
         return taken
@@ -129,6 +154,8 @@ class Recorder:
         lines]}, "modules": [files]}``, absolute paths of project files."""
         taken = self._taken()
         self._release()
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         if self.claim is not None:
             getattr(sys, "monitoring").use_tool_id = self.claim  # noqa: B009
             self.claim = None
@@ -144,7 +171,10 @@ class Recorder:
         return {
             "how": MONITORING if self.tool is not None else MODULES,
             "lines": {path: sorted(found) for path, found in sorted(lines.items())},
-            "modules": sorted(self._ours_loaded(list(sys.modules.values()))),
+            "modules": sorted(
+                self._ours_loaded(list(sys.modules.values()))
+                | {p for path in self.loaded if (p := self._project_file(path))}
+            ),
         }
 
     def _project_file(self, path: str) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
+from pytest_isolation.selector.recorded import IMPORT_TIME
 from pytest_isolation.selector.scopes import SCOPES
 from pytest_isolation.selector.scopes import Found
 from pytest_isolation.selector.scopes import Selection
@@ -138,7 +139,7 @@ class Decision:
             lines.append(
                 f"isolation: the record of {counted(len(stale), 'test file')} is stale "
                 f"({shown} changed, not among the changed files given): "
-                f"{agreeing(len(stale), 'it is', 'they are')} selected by scope impact"
+                f"scope impact decides for {agreeing(len(stale), 'it', 'them')}"
             )
         return lines
 
@@ -146,7 +147,9 @@ class Decision:
         lines = []
         for test, found in self.tests.items():
             why = self.record.why.get(test, {}).get(found.source)
-            if found.via == "recorded" and why is not None:
+            if found.via == "recorded" and why == IMPORT_TIME:
+                how = f"it loaded {found.source}, whose import-time code changed"
+            elif found.via == "recorded" and why is not None:
                 how = f"its tests ran {found.source}: {why}"
             elif found.via == "unrecorded":
                 how = (

@@ -37,6 +37,8 @@ from pytest_isolation.selector.scopes import Found
 RECORDED = "recorded"
 UNRECORDED = "unrecorded"
 STALE = "stale"
+#: What changed of a source whose functions a test file did not run.
+IMPORT_TIME = "import-time code"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Changes:
         hit = sorted(ran) if self.whole else sorted(self.functions.intersection(ran))
         if hit:
             return hit
-        return ["import-time code"] if self.module else None
+        return [IMPORT_TIME] if self.module else None
 
 
 class Current:
@@ -199,5 +201,7 @@ def _by_lines(facts: SourceFacts, lines: set[int], gaps: set[int]) -> Changes:
     names: list[str | None] = [facts.function_at(line) for line in lines]
     for gap in gaps:
         names += [facts.function_at(gap), facts.function_at(gap + 1)]
+    if any(facts.in_header(line) for line in (*lines, *gaps)):
+        names.append(None)  # a decorator or signature: import-time code
     functions = frozenset(name for name in names if name is not None)
     return Changes(functions=functions, module=None in names)
