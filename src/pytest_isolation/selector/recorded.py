@@ -130,17 +130,21 @@ class RecordedScope:
     def stale(self, sources: list[str]) -> dict[str, str]:
         """Each test file whose entry is stale, with the file that changed."""
         asked = set(sources)
+        entries = [(t, e) for t, e in self.record.tests.items() if t in self.project.tests]
+        seen: set[tuple[str, str]] = set()
+        for _, entry in entries:  # each (file, version) once: entries share most of them
+            seen.update(entry.deps.items())
+        changed = {
+            pair
+            for pair in seen
+            if pair[0] not in asked and self.current.digest(pair[0]) != pair[1]
+        }
         found: dict[str, str] = {}
-        for test, entry in self.record.tests.items():
-            if test not in self.project.tests:
-                continue
+        for test, entry in entries:
             if test not in asked and self.current.digest(test) != entry.digest:
                 found[test] = test
-                continue
-            for key, seen in entry.deps.items():
-                if key not in asked and self.current.digest(key) != seen:
-                    found[test] = key
-                    break
+            elif not changed.isdisjoint(entry.deps.items()):
+                found[test] = min(key for key in entry.deps.items() if key in changed)[0]
         return found
 
     def changes(self, source: str, seen: str) -> Changes:
