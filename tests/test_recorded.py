@@ -328,6 +328,17 @@ def test_a_deleted_source_selects_the_files_that_loaded_it(project: pytest.Pytes
 # -- shards ----------------------------------------------------------------------
 
 
+def merge_shards(project: pytest.Pytester) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest_isolation.merge s1.json s2.json -o run.json``."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_isolation.merge", "s1.json", "s2.json", "-o", "run.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def test_shards_records_merge_and_select(project: pytest.Pytester) -> None:
     for index in (1, 2):
         result = record(
@@ -335,13 +346,7 @@ def test_shards_records_merge_and_select(project: pytest.Pytester) -> None:
         )
         assert result.ret == 0, result.stdout.str()
     (project.path / ".pytest_cache").rename(project.path / "old-cache")  # only the reports
-    merged = subprocess.run(
-        [sys.executable, "-m", "pytest_isolation.merge", "s1.json", "s2.json", "-o", "run.json"],
-        cwd=project.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    merged = merge_shards(project)
     assert merged.returncode == 0, merged.stderr
     report = json.loads((project.path / "run.json").read_text())
     assert sorted(report["recorded"]["tests"]) == sorted(TESTS)
@@ -360,13 +365,7 @@ def test_merge_refuses_records_of_different_environments(project: pytest.Pyteste
     report = json.loads(path.read_text())
     report["recorded"]["environment"]["python"] = "cpython 3.99"
     path.write_text(json.dumps(report))
-    merged = subprocess.run(
-        [sys.executable, "-m", "pytest_isolation.merge", "s1.json", "s2.json", "-o", "run.json"],
-        cwd=project.path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    merged = merge_shards(project)
     assert merged.returncode != 0
     assert "s2.json: its record of what each test file executed was made with cpython 3.99" in (
         merged.stderr
