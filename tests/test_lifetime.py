@@ -4,6 +4,7 @@ children with it (Linux's parent-death signal)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -167,6 +168,32 @@ def test_sigterm_ends_the_run_as_ctrl_c_does(
     junit = Path(pytester.path, "junit.xml").read_text()  # as a plain run's Ctrl-C leaves it
     assert 'tests="1"' in junit
     assert 'name="test_done"' in junit
+    assert gone_soon(pids) == [], "a process of the run outlived it"
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
+def test_a_burst_of_sigterms_ends_the_run_once_and_every_child_s_tree(
+    pytester: pytest.Pytester, start_method: str
+) -> None:
+    """A second SIGTERM while the first one ends the children does not cut
+    that short: Linux sends an xdist worker its parent-death signal again
+    each time it passes from one ending thread of its controller to the
+    next, and a killed controller has several."""
+    parent = start(pytester, start_method)
+    try:
+        pids = running_pids(pytester, parent)
+        deadline = time.monotonic() + TIMEOUT
+        while parent.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(ProcessLookupError):
+                parent.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+        stdout, stderr = parent.communicate(timeout=TIMEOUT)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == pytest.ExitCode.INTERRUPTED, stdout + stderr
+    assert stderr.count("isolation: SIGTERM received: ending the run as Ctrl-C does") == 1, stderr
+    assert "1 passed" in stdout
     assert gone_soon(pids) == [], "a process of the run outlived it"
 
 

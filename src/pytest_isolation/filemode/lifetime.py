@@ -65,7 +65,25 @@ def end_with_controller() -> None:
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 
 
+class _Ending:
+    """The ending signal this process took, once it took one (0 before)."""
+
+    received = 0
+
+
 def _interrupt(number: int, frame: object) -> None:
+    # Once: a repeat while the run ends (its children's trees, its reports)
+    # would cut that short.  Linux sends an xdist worker its parent-death
+    # signal again each time it passes from one ending thread of a killed
+    # controller to the next; a CI runner may send SIGTERM twice.  Ignored,
+    # not handled: at exit Python puts the default back for a signal with a
+    # Python handler, and a repeat would then kill the process.
+    if _Ending.received:
+        return
+    _Ending.received = number
+    for each in ENDING:
+        if signal.getsignal(each) is _interrupt:
+            signal.signal(each, signal.SIG_IGN)
     sys.stderr.write(f"isolation: {signal_name(number)} received: ending the run as Ctrl-C does\n")
     raise KeyboardInterrupt
 
@@ -77,6 +95,7 @@ def interrupt_on_ending() -> dict[int, Any]:
     thread; returns what to put back."""
     if threading.current_thread() is not threading.main_thread():
         return {}
+    _Ending.received = 0
     saved: dict[int, Any] = {}
     for number in ENDING:
         if signal.getsignal(number) is signal.SIG_DFL:
@@ -85,6 +104,9 @@ def interrupt_on_ending() -> dict[int, Any]:
 
 
 def put_back(saved: dict[int, Any]) -> None:
+    """The handlers from before the run, unless it took an ending signal: then
+    repeats stay ignored until the process exits (a default handler would
+    kill it before it has written its summary)."""
     for number, handler in saved.items():
         if signal.getsignal(number) is _interrupt:
             signal.signal(number, handler)

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 from pytest_isolation.filemode.processes import Child
 
@@ -60,14 +61,33 @@ def _signal_all(pids: set[int], number: int) -> None:
             os.kill(pid, number)
 
 
+#: Signals held back while a tree is signalled: a second Ctrl-C, or the SIGINT
+#: execnet sends itself 5 s after its controller ended, would leave it half-ended.
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Hold the ending signals back until the block has run (POSIX)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def end_at_once(child: Child, keep_stream: bool = False) -> None:
     """End a child and every process it started, now (the run was
     interrupted), and reap it: the descendants are found before the kill,
     which would cut their parent links.  With ``keep_stream``, what it sent
     can still be read; the caller closes it."""
-    tree = _tree(child.pid)
-    child.kill()
-    _signal_all(tree, signal.SIGKILL)
+    with _uninterrupted():
+        tree = _tree(child.pid)
+        child.kill()
+        _signal_all(tree, signal.SIGKILL)
     child.wait()
     if not keep_stream:
         child.close()
