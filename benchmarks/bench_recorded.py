@@ -296,10 +296,17 @@ def record_run(s: Suite, tree: Path, out_dir: Path, tag: str) -> dict[str, Any]:
     return facts
 
 
+def deps_of(record: dict[str, Any], entry: dict[str, Any]) -> set[str]:
+    """The files an entry of the record (layout 2) depends on: its ``deps``
+    is a hexadecimal bit mask over the record's ``files``."""
+    mask = int(entry["deps"], 16)
+    return {key for bit, (key, _) in enumerate(record["files"]) if mask >> bit & 1}
+
+
 def loaded_by(record: dict[str, Any] | None, source: str) -> list[str]:
     if record is None:
         return []
-    return sorted(t for t, entry in record["tests"].items() if source in entry["deps"])
+    return sorted(t for t, entry in record["tests"].items() if source in deps_of(record, entry))
 
 
 def rootdir_check(
@@ -322,7 +329,7 @@ def rootdir_check(
     deps: set[str] = set()
     for cache in caches:
         record = json.loads((tree / cache).read_text())
-        deps.update(d for entry in record["tests"].values() for d in entry["deps"])
+        deps.update(d for entry in record["tests"].values() for d in deps_of(record, entry))
     sel = select(s, tree, [*DRY, "--isolation-scope=recorded", "--isolation-for", case["source"]])
     log(f"{name} rootdir check: record in {caches}")
     return {

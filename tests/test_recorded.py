@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import FILE_MODE
+from pytest_isolation.ci.recording import Record
 from conftest import TIMEOUT
 
 FUNCTIONS = sys.version_info >= (3, 12)
@@ -66,9 +67,17 @@ def record(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def stored(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The record in pytest's cache, each entry's dependencies read out of
+    the shared table (``{key: content hash}``)."""
     data: dict[str, Any] = json.loads(
         (pytester.path / ".pytest_cache" / "v" / "isolation" / "recorded").read_text()
     )
+    record = Record.from_json(data)
+    assert record is not None, data
+    data["tests"] = {
+        test: {"digest": e.digest, "deps": record.deps(e), "ran": e.ran, "every": e.every}
+        for test, e in record.tests.items()
+    }
     return data
 
 
@@ -114,7 +123,7 @@ def test_file_mode_records_what_each_file_ran(project: pytest.Pytester) -> None:
         assert tests["tests/test_b.py"]["ran"] == {}  # loaded, no function run
     else:
         assert data["how"] == "modules"
-        assert tests["tests/test_b.py"]["ran"]["src/pkg/mod.py"] == ["*"]
+        assert tests["tests/test_b.py"]["every"] is True
 
 
 def test_a_file_whose_tests_did_not_all_run_is_not_recorded(project: pytest.Pytester) -> None:
@@ -169,6 +178,40 @@ def test_under_xdist_every_worker_s_files_are_recorded(project: pytest.Pytester)
     result = record(project, "-p", "xdist", "-n", "2")
     result.assert_outcomes(passed=3)
     assert sorted(stored(project)["tests"]) == sorted(TESTS)
+
+
+def test_the_record_keeps_each_file_version_once() -> None:
+    """Test files share most of their dependencies: each (file, content
+    hash) pair is stored once; an entry is a bit mask over them, which
+    survives a JSON round trip, taking another record's entries and pruning."""
+    record = Record({"python": "cpython 3.12", "packages": "x"}, "monitoring")
+    shared = {f"src/m{n}.py": f"d{n}" for n in range(50)}
+    record.add("tests/test_a.py", "a", {**shared, "src/only_a.py": "oa"}, {"src/m1.py": ["f"]})
+    record.add("tests/test_b.py", "b", shared, {})
+    assert len(record.files) == 51
+    data = json.loads(json.dumps(record.to_json()))
+    assert len(data["files"]) == 51
+    back = Record.from_json(data)
+    assert back is not None
+    assert back.deps(back.tests["tests/test_a.py"]) == {**shared, "src/only_a.py": "oa"}
+    assert back.seen(back.tests["tests/test_b.py"], "src/m7.py") == "d7"
+    assert back.seen(back.tests["tests/test_b.py"], "src/only_a.py") is None
+    newer = Record(record.environment, record.how)
+    newer.add("tests/test_b.py", "b2", {"src/m1.py": "d1-new", "src/m2.py": "d2"}, {}, every=True)
+    back.update(newer)
+    back.prune(lambda test: test != "tests/test_a.py")  # test_a.py deleted
+    assert back.files == [("src/m1.py", "d1-new"), ("src/m2.py", "d2")]
+    entry = back.tests["tests/test_b.py"]
+    assert (entry.digest, entry.every, entry.ran_in("src/m2.py")) == ("b2", True, ["*"])
+    assert back.deps(entry) == {"src/m1.py": "d1-new", "src/m2.py": "d2"}
+
+
+def test_a_record_whose_bits_point_past_its_files_is_not_read() -> None:
+    record = Record({"python": "cpython 3.12", "packages": "x"}, "modules")
+    record.add("tests/test_a.py", "a", {"src/m.py": "d"}, {})
+    data = record.to_json()
+    data["tests"]["tests/test_a.py"]["deps"] = "ff"
+    assert Record.from_json(data) is None
 
 
 # -- selecting ------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.ci.recording import Record
 from pytest_isolation.ci.runreport import SCHEMA
 from pytest_isolation.ci.runreport import SCHEMA_VERSION
 from pytest_isolation.core import outputs
@@ -110,24 +111,22 @@ def _recorded(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any
     """The shards' records of what each test file executed, combined (each
     file is in one shard); shards recorded with another Python or other
     packages cannot be combined."""
-    combined: dict[str, Any] | None = None
+    combined: Record | None = None
     for path, document in documents:
-        recorded = document.get("recorded")
+        recorded = Record.from_json(document.get("recorded"))
         if recorded is None:
             continue
         if combined is None:
-            combined = {**recorded, "tests": {}, "facts": {}, "stats": {}}
-        made = (recorded["environment"], recorded["how"])
-        if made != (combined["environment"], combined["how"]):
-            python, first = recorded["environment"]["python"], combined["environment"]["python"]
+            combined = Record(recorded.environment, recorded.how)
+        if (recorded.environment, recorded.how) != (combined.environment, combined.how):
+            python, first = recorded.environment["python"], combined.environment["python"]
             what = f"{python}, not {first}" if python != first else "other installed packages"
             raise MergeError(
                 f"{path}: its record of what each test file executed was made with {what} "
                 "(the first report's): record every shard in one environment"
             )
-        for key in ("tests", "facts", "stats"):
-            combined[key].update(recorded[key])
-    return combined
+        combined.update(recorded)
+    return None if combined is None else combined.to_json()
 
 
 def merge(documents: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:

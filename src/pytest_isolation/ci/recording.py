@@ -49,7 +49,7 @@ from pytest_isolation.core.xdist import is_worker
 #: Where pytest's cache keeps the record.
 CACHE_KEY = "isolation/recorded"
 #: Version of the record's layout.
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 #: Every function of the file counts as run (a record made by modules loaded).
 EVERY = "*"
 
@@ -73,19 +73,40 @@ def environment() -> dict[str, str]:
     }
 
 
+def bits_of(mask: int) -> list[int]:
+    """The indexes of the bits set in ``mask``, lowest first."""
+    return [index for index, bit in enumerate(reversed(f"{mask:b}")) if bit == "1"]
+
+
 @dataclasses.dataclass
 class Entry:
     """What one test file's tests executed."""
 
     #: The test file's content hash when it was recorded.
     digest: str
-    #: Each dependency's content hash then, by key (rootdir-relative, POSIX).
-    deps: dict[str, str]
+    #: Its dependencies: bit ``i`` is set for the record's ``files[i]`` (a
+    #: file, by key, and its content hash then).  Test files share most of
+    #: their dependencies: each pair is stored once, an entry holds a bit.
+    deps: int
     #: The functions of each dependency that ran, by key ([``*``]: all).
     ran: dict[str, list[str]]
+    #: Every function of every dependency counts as run (a record of modules loaded).
+    every: bool = False
+
+    def ran_in(self, key: str) -> list[str]:
+        return [EVERY] if self.every else self.ran.get(key, [])
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        ran: object = EVERY if self.every else self.ran
+        return {"digest": self.digest, "deps": f"{self.deps:x}", "ran": ran}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        ran = data["ran"]
+        every = ran == EVERY
+        if not every and not isinstance(ran, dict):
+            raise TypeError(ran)
+        return cls(str(data["digest"]), int(data["deps"], 16), {} if every else ran, every)
 
 
 @dataclasses.dataclass
@@ -94,17 +115,63 @@ class Record:
     #: How it was made: ``monitoring`` (functions seen to start) or ``modules``.
     how: str
     tests: dict[str, Entry] = dataclasses.field(default_factory=dict)
+    #: Each (dependency, content hash) pair an entry holds, once.
+    files: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     #: Facts of each dependency version, by content hash.
     facts: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    #: ``[size, mtime_ns, content hash]`` of each dependency when last recorded,
-    #: so a selection hashes only the files whose size or time changed.
+    #: ``[size, mtime_ns, content hash]`` of each dependency and test file when
+    #: last recorded, so a selection hashes only the files whose size or time changed.
     stats: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._bit = {pair: index for index, pair in enumerate(self.files)}
+        self._versions: dict[str, list[tuple[str, int]]] | None = None
+
+    def add(
+        self,
+        test: str,
+        entry_digest: str,
+        deps: dict[str, str],
+        ran: dict[str, list[str]],
+        every: bool = False,
+    ) -> None:
+        """The entry of ``test``, with its dependencies by key."""
+        mask = 0
+        for pair in sorted(deps.items()):
+            bit = self._bit.get(pair)
+            if bit is None:
+                bit = self._bit[pair] = len(self.files)
+                self.files.append(pair)
+                self._versions = None
+            mask |= 1 << bit
+        self.tests[test] = Entry(entry_digest, mask, dict(sorted(ran.items())), every)
+
+    def deps(self, entry: Entry) -> dict[str, str]:
+        """``entry``'s dependencies: the content hash of each, by key."""
+        return dict(sorted(self.files[bit] for bit in bits_of(entry.deps)))
+
+    def versions(self, key: str) -> list[tuple[str, int]]:
+        """Each version of ``key`` an entry holds: its content hash and bit."""
+        if self._versions is None:
+            self._versions = {}
+            for bit, (each, version) in enumerate(self.files):
+                self._versions.setdefault(each, []).append((version, bit))
+        return self._versions.get(key, [])
+
+    def seen(self, entry: Entry, key: str) -> str | None:
+        """The content hash of ``key`` that ``entry`` recorded; None when it
+        does not depend on ``key``."""
+        for version, bit in self.versions(key):
+            if entry.deps >> bit & 1:
+                return version
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": RECORD_VERSION,
             "environment": self.environment,
             "how": self.how,
+            "files": [list(pair) for pair in self.files],
             "tests": {key: entry.to_json() for key, entry in sorted(self.tests.items())},
             "facts": self.facts,
             "stats": self.stats,
@@ -116,28 +183,40 @@ class Record:
         if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
             return None
         try:
+            files = [(str(key), str(version)) for key, version in data["files"]]
+            tests = {key: Entry.from_json(value) for key, value in data["tests"].items()}
+            if any(entry.deps.bit_length() > len(files) for entry in tests.values()):
+                return None
             return cls(
                 environment=dict(data["environment"]),
                 how=str(data["how"]),
-                tests={key: Entry(**value) for key, value in data["tests"].items()},
+                tests=tests,
+                files=files,
                 facts=dict(data["facts"]),
                 stats=dict(data["stats"]),
             )
-        except (KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError, ValueError):
             return None
 
     def update(self, other: Record) -> None:
         """Take ``other``'s entries (its own win), facts and stats."""
-        self.tests.update(other.tests)
+        for test, entry in other.tests.items():
+            self.add(test, entry.digest, other.deps(entry), entry.ran, entry.every)
         self.facts.update(other.facts)
         self.stats.update(other.stats)
 
     def prune(self, exists: Callable[[str], bool]) -> None:
-        """Drop the entries of test files gone, and facts no entry refers to."""
-        self.tests = {key: entry for key, entry in self.tests.items() if exists(key)}
-        used = {value for entry in self.tests.values() for value in entry.deps.values()}
+        """Drop the entries of test files gone, and the pairs, facts and
+        stats no entry refers to."""
+        kept = {
+            test: (entry, self.deps(entry)) for test, entry in self.tests.items() if exists(test)
+        }
+        self.tests, self.files, self._bit, self._versions = {}, [], {}, None
+        for test, (entry, deps) in sorted(kept.items()):
+            self.add(test, entry.digest, deps, entry.ran, entry.every)
+        used = {version for _, version in self.files}
         self.facts = {key: value for key, value in self.facts.items() if key in used}
-        keys = {key for entry in self.tests.values() for key in entry.deps}
+        keys = {key for key, _ in self.files} | set(self.tests)
         self.stats = {key: value for key, value in self.stats.items() if key in keys}
 
 
@@ -176,12 +255,14 @@ class _Facts:
         return self.known[path]
 
 
-def entry_of(test: str, executed: dict[str, Any], facts: _Facts, record: Record) -> Entry | None:
+def add_entry(
+    record: Record, nodeid: str, test: str, executed: dict[str, Any], facts: _Facts
+) -> None:
     """The entry of the test file ``test`` (an absolute path) from what its
-    process executed; its dependencies' facts and stats go into ``record``."""
+    process executed, with its dependencies' facts and stats, into ``record``."""
     own = facts(test)
     if own is None:
-        return None
+        return
     deps: dict[str, str] = {}
     ran: dict[str, list[str]] = {}
 
@@ -192,11 +273,7 @@ def entry_of(test: str, executed: dict[str, Any], facts: _Facts, record: Record)
         key, source = found
         deps[key] = source.digest
         record.facts[source.digest] = source.to_json()
-        try:
-            status = os.stat(path)
-        except OSError:
-            return found
-        record.stats[key] = [status.st_size, status.st_mtime_ns, source.digest]
+        _stat(record, key, path, source.digest)
         return found
 
     for path, lines in executed["lines"].items():
@@ -206,10 +283,17 @@ def entry_of(test: str, executed: dict[str, Any], facts: _Facts, record: Record)
             if names:
                 ran[found[0]] = sorted(names)
     for path in executed["modules"]:
-        found = depend(path)
-        if found is not None and executed["how"] == MODULES:
-            ran[found[0]] = [EVERY]
-    return Entry(own[1].digest, dict(sorted(deps.items())), dict(sorted(ran.items())))
+        depend(path)
+    _stat(record, own[0], test, own[1].digest)
+    record.add(nodeid, own[1].digest, deps, ran, every=executed["how"] == MODULES)
+
+
+def _stat(record: Record, key: str, path: str, version: str) -> None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return
+    record.stats[key] = [status.st_size, status.st_mtime_ns, version]
 
 
 class RecordKeeper:
@@ -267,10 +351,8 @@ class RecordKeeper:
         how = recording_how()
         fresh = Record(environment(), how)
         facts = _Facts(root)
-        for nodeid, executed in self.executed.items():
-            entry = entry_of(str(root / nodeid), executed, facts, fresh)
-            if entry is not None:
-                fresh.tests[nodeid] = entry
+        for nodeid, executed in sorted(self.executed.items()):
+            add_entry(fresh, nodeid, str(root / nodeid), executed, facts)
         self.config.stash[RECORDED] = fresh.to_json()
         cache = getattr(self.config, "cache", None)
         record = load(cache)

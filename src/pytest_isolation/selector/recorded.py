@@ -27,6 +27,7 @@ from pathlib import Path
 from pytest_isolation.ci.recording import EVERY
 from pytest_isolation.ci.recording import Entry
 from pytest_isolation.ci.recording import Record
+from pytest_isolation.ci.recording import bits_of
 from pytest_isolation.ci.sourcefacts import SourceFacts
 from pytest_isolation.ci.sourcefacts import digest
 from pytest_isolation.ci.sourcefacts import read_facts
@@ -52,11 +53,10 @@ class Changes:
     module: bool = False
 
     def touches(self, entry: Entry, source: str) -> list[str] | None:
-        """What of ``source`` that ``entry``'s tests used changed (function
-        names, or ``import-time code``); None when nothing they used did."""
-        if source not in entry.deps:
-            return None
-        ran = entry.ran.get(source, [])
+        """What of ``source``, which ``entry``'s tests loaded, that they used
+        changed (function names, or ``import-time code``); None when nothing
+        they used did."""
+        ran = entry.ran_in(source)
         if EVERY in ran:
             return ["the whole file"] if (self.whole or self.functions or self.module) else None
         hit = sorted(ran) if self.whole else sorted(self.functions.intersection(ran))
@@ -130,21 +130,22 @@ class RecordedScope:
     def stale(self, sources: list[str]) -> dict[str, str]:
         """Each test file whose entry is stale, with the file that changed."""
         asked = set(sources)
-        entries = [(t, e) for t, e in self.record.tests.items() if t in self.project.tests]
-        seen: set[tuple[str, str]] = set()
-        for _, entry in entries:  # each (file, version) once: entries share most of them
-            seen.update(entry.deps.items())
-        changed = {
-            pair
-            for pair in seen
-            if pair[0] not in asked and self.current.digest(pair[0]) != pair[1]
-        }
+        record, current = self.record, self.current
+        entries = [(t, e) for t, e in record.tests.items() if t in self.project.tests]
+        used = 0
+        for _, entry in entries:
+            used |= entry.deps
+        changed = 0  # each (file, version) pair once: entries share most of them
+        for bit in bits_of(used):
+            key, version = record.files[bit]
+            if key not in asked and current.digest(key) != version:
+                changed |= 1 << bit
         found: dict[str, str] = {}
         for test, entry in entries:
-            if test not in asked and self.current.digest(test) != entry.digest:
+            if test not in asked and current.digest(test) != entry.digest:
                 found[test] = test
-            elif not changed.isdisjoint(entry.deps.items()):
-                found[test] = min(key for key in entry.deps.items() if key in changed)[0]
+            elif entry.deps & changed:
+                found[test] = min(record.files[bit][0] for bit in bits_of(entry.deps & changed))
         return found
 
     def changes(self, source: str, seen: str) -> Changes:
@@ -188,7 +189,7 @@ class RecordedScope:
                 if test in found or test not in project.tests or test in stale:
                     continue
                 hit = None
-                seen = entry.deps.get(source)
+                seen = self.record.seen(entry, source)
                 if seen is not None:
                     hit = self.changes(source, seen).touches(entry, source)
                 if hit is not None:
