@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from conftest import FILE_MODE
-from pytest_isolation.ci.recording import Record
 from conftest import TIMEOUT
+from pytest_isolation.ci.recording import Record
 
 FUNCTIONS = sys.version_info >= (3, 12)
 by_functions = pytest.mark.skipif(not FUNCTIONS, reason="functions are recorded on 3.12+")
