@@ -513,6 +513,58 @@ def test_a_test_that_claims_the_recorder_s_tool_id_gets_it(project: pytest.Pytes
     assert entry["ran"] == {"src/pkg/mod.py": ["helper", "used"]}
 
 
+CHECKS = """\
+def build():
+    return {"limit": 3}
+
+
+RULES = build()
+
+
+def later():
+    return 0
+"""
+
+
+@by_functions
+@pytest.mark.parametrize("xdist", [False, True], ids=["one-process", "xdist"])
+def test_a_function_the_parent_ran_at_import_counts_for_every_file_that_loaded_it(
+    project: pytest.Pytester, xdist: bool
+) -> None:
+    """The conftest imports ``pkg.checks``, whose import calls ``build()``,
+    in the parent: no file's process runs it, but each inherits what it
+    made, and a broken ``build()`` fails them all."""
+    (project.path / "src" / "pkg" / "checks.py").write_text(CHECKS)
+    (project.path / "tests" / "conftest.py").write_text("from pkg import checks\n")
+    if xdist:
+        pytest.importorskip("xdist")
+    record(project, *(["-p", "xdist", "-n", "2"] if xdist else [])).assert_outcomes(passed=3)
+    assert stored(project)["inherited"]["src/pkg/checks.py"] == ["build"]
+    edit(project, '"limit": 3', '"limit": 4', key="src/pkg/checks.py")
+    files, result = select(project, "--isolation-for", "src/pkg/checks.py")
+    assert files == sorted(TESTS)
+    result.stdout.fnmatch_lines(["*build (run in the parent, before the file's process started)*"])
+    edit(project, '"limit": 4', '"limit": 3', key="src/pkg/checks.py")
+    edit(project, "return 0", "return 1", key="src/pkg/checks.py")  # later(): never ran
+    files, _ = select(project, "--isolation-for", "src/pkg/checks.py")
+    assert files == []
+
+
+def test_a_run_that_makes_no_record_stops_recording_the_parent_at_configure(
+    project: pytest.Pytester,
+) -> None:
+    """A plain run (no record by default) leaves no ``sys.monitoring`` tool
+    of the plugin's behind for its tests."""
+    (project.path / "tests" / "test_tools.py").write_text(
+        "import sys\n\n"
+        "def test_no_tool():\n"
+        "    if sys.version_info >= (3, 12):\n"
+        "        assert [sys.monitoring.get_tool(i) for i in range(6)].count('pytest-isolation') == 0\n"
+    )
+    result = project.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
+    result.assert_outcomes(passed=4)
+
+
 def test_a_file_a_conftest_keeps_out_is_selected_only_when_it_or_the_conftest_changes(
     project: pytest.Pytester,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 
 import pytest
@@ -14,6 +15,7 @@ from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core import options
 from pytest_isolation.core import placement
+from pytest_isolation.core.keys import PARENT_PHASE
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
@@ -209,6 +211,27 @@ class InputCheck:
         return (yield)
 
 
+@pytest.hookimpl(tryfirst=True)  # before the first conftest is imported
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Python 3.12+, not in a file-mode child: record what the parent runs
+    from here until its first child starts (its conftests' imports), for the
+    record of what each test file executed; stopped at configure when the
+    run makes no record."""
+    if sys.version_info >= (3, 12) and CHILD_ENV not in os.environ:
+        from pytest_isolation.core.executed import Recorder
+
+        recorder = Recorder(str(early_config.rootpath))
+        recorder.start()
+        early_config.stash[PARENT_PHASE] = recorder
+
+
+def _stop_parent_phase(config: pytest.Config) -> None:
+    recorder = config.stash.get(PARENT_PHASE, None)
+    if recorder is not None:
+        del config.stash[PARENT_PHASE]
+        recorder.take()
+
+
 @pytest.hookimpl(tryfirst=True)  # before the plugins' configure reads the options
 def pytest_cmdline_main(config: pytest.Config) -> None:
     child = os.environ.get(CHILD_ENV)
@@ -265,6 +288,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(PatchReach(config), names.PATCHES)
     if child is None and not lists_fixtures:
         _register_run_records(config, settings)
+    if child is not None or lists_fixtures or not settings.recording or is_controller(config):
+        _stop_parent_phase(config)  # no record, or (an xdist controller) no children of its own
     if settings.mode == "off" and settings.mode_from == "isolation_mode (ini)":
         config.pluginmanager.register(LateOptIn(config), names.LATE_OPT_IN)
     if child is not None:

@@ -40,6 +40,7 @@ from pytest_isolation.core import outputs
 from pytest_isolation.core.executed import MODULES
 from pytest_isolation.core.executed import Recorder
 from pytest_isolation.core.executed import how as recording_how
+from pytest_isolation.core.keys import PARENT_PHASE
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.records import FileAttempts
@@ -122,6 +123,10 @@ class Record:
     #: ``[size, mtime_ns, content hash]`` of each dependency and test file when
     #: last recorded, so a selection hashes only the files whose size or time changed.
     stats: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    #: The functions of each file that ran in the parent before its children
+    #: started (while its conftests imported the project, in its shared
+    #: fixtures): every test file that loaded the file inherits what they did.
+    inherited: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._bit = {pair: index for index, pair in enumerate(self.files)}
@@ -175,6 +180,7 @@ class Record:
             "tests": {key: entry.to_json() for key, entry in sorted(self.tests.items())},
             "facts": self.facts,
             "stats": self.stats,
+            "inherited": self.inherited,
         }
 
     @classmethod
@@ -194,6 +200,7 @@ class Record:
                 files=files,
                 facts=dict(data["facts"]),
                 stats=dict(data["stats"]),
+                inherited={key: list(names) for key, names in data["inherited"].items()},
             )
         except (KeyError, TypeError, AttributeError, ValueError):
             return None
@@ -204,6 +211,13 @@ class Record:
             self.add(test, entry.digest, other.deps(entry), entry.ran, entry.every)
         self.facts.update(other.facts)
         self.stats.update(other.stats)
+        self.inherit(other.inherited)
+
+    def inherit(self, functions: dict[str, list[str]]) -> None:
+        """Add the functions of each file that ran in a parent (a union: what
+        one run's parent did, the next one's most likely does too)."""
+        for key, names in functions.items():
+            self.inherited[key] = sorted(set(self.inherited.get(key, ())) | set(names))
 
     def prune(self, exists: Callable[[str], bool]) -> None:
         """Drop the entries of test files gone, and the pairs, facts and
@@ -218,6 +232,7 @@ class Record:
         self.facts = {key: value for key, value in self.facts.items() if key in used}
         keys = {key for key, _ in self.files} | set(self.tests)
         self.stats = {key: value for key, value in self.stats.items() if key in keys}
+        self.inherited = {key: names for key, names in self.inherited.items() if key in keys}
 
 
 def load(cache: pytest.Cache | None) -> Record | None:
@@ -288,6 +303,21 @@ def add_entry(
     record.add(nodeid, own[1].digest, deps, ran, every=executed["how"] == MODULES)
 
 
+def _functions(lines: dict[str, set[int]], facts: _Facts, record: Record) -> dict[str, list[str]]:
+    """The functions whose first lines are ``lines``, by key: only of the
+    files an entry of ``record`` depends on (the others no test file loaded)."""
+    keys = {key for key, _ in record.files}
+    found: dict[str, list[str]] = {}
+    for path, first in sorted(lines.items()):
+        known = facts(path)
+        if known is None or known[0] not in keys:
+            continue
+        names = {name for line in first if (name := known[1].function_at(line))}
+        if names:
+            found[known[0]] = sorted(names)
+    return found
+
+
 def _stat(record: Record, key: str, path: str, version: str) -> None:
     try:
         status = os.stat(path)
@@ -304,7 +334,27 @@ class RecordKeeper:
         self.config = config
         #: What each test file's process executed, by the file's node id.
         self.executed: dict[str, dict[str, Any]] = {}
+        #: What ran in the parent(s) before the children started: first lines by file.
+        self.inherited: dict[str, set[int]] = {}
         self.written: Record | None = None
+
+    def pytest_isolation_parent_ready(self) -> None:
+        self.end_parent_phase()
+
+    def end_parent_phase(self) -> None:
+        """What this process ran from the loading of its first conftests
+        until now (Python 3.12+, see the entry plugin's
+        ``pytest_load_initial_conftests``): each of its children inherits
+        what it did; a function the project calls while it is imported runs
+        there, once, not in any file's process."""
+        recorder = self.config.stash.get(PARENT_PHASE, None)
+        if recorder is None:
+            return
+        del self.config.stash[PARENT_PHASE]
+        taken = recorder.take()
+        if not recorder.lost:
+            for path, lines in taken["lines"].items():
+                self.inherited.setdefault(path, set()).update(lines)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_ignore_collect(
@@ -338,13 +388,18 @@ class RecordKeeper:
             self.executed[file_of(record.path)] = record.executed
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
+        self.end_parent_phase()
         output["executed"] = self.executed
+        output["inherited"] = {path: sorted(lines) for path, lines in self.inherited.items()}
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         self.executed.update(output.get("executed", {}))
+        for path, lines in output.get("inherited", {}).items():
+            self.inherited.setdefault(path, set()).update(lines)
 
     @pytest.hookimpl(tryfirst=True)  # before the run report, which holds this run's record
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.end_parent_phase()  # a run that started no child
         if is_worker(self.config) or not self.executed:
             return
         root = self.config.rootpath
@@ -353,6 +408,7 @@ class RecordKeeper:
         facts = _Facts(root)
         for nodeid, executed in sorted(self.executed.items()):
             add_entry(fresh, nodeid, str(root / nodeid), executed, facts)
+        fresh.inherit(_functions(self.inherited, facts, fresh))
         self.config.stash[RECORDED] = fresh.to_json()
         cache = getattr(self.config, "cache", None)
         record = load(cache)
@@ -398,6 +454,7 @@ class PlainRecording:
     @pytest.hookimpl(trylast=True)  # after -k, -m, --deselect and sharding
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.expected = Counter(file_of(item.nodeid) for item in session.items)
+        self.keeper.end_parent_phase()  # collection imported every test module: each file's
         self.recorder.start()
 
     @pytest.hookimpl(tryfirst=True)

@@ -51,3 +51,10 @@ def pytest_isolation_child_started(config: pytest.Config, shared: dict[str, obje
     connection, a socket, a thread pool); ``shared`` holds the values of the
     shared fixtures the child inherited, by name (empty when the child was
     not forked from the parent)."""
+
+
+@pytest.hookspec
+def pytest_isolation_parent_ready(config: pytest.Config) -> None:
+    """File mode: the parent (or an xdist worker) has set up what each of its
+    children inherits (its conftests, their imports, the shared fixtures); the
+    first child starts next."""

@@ -51,3 +51,6 @@ PARENT_ONLY = (COLLECT_IN_CHILD,)
 #: This run's record of what each test file executed, as JSON, for the run
 #: report (``pytest_isolation.ci.recording``).
 RECORDED = pytest.StashKey[dict[str, Any]]()
+#: Python 3.12+: the recorder of what the parent runs from the loading of its
+#: first conftests until its first child starts (``core.executed.Recorder``).
+PARENT_PHASE = pytest.StashKey[Any]()

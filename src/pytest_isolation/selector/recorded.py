@@ -40,6 +40,8 @@ UNRECORDED = "unrecorded"
 STALE = "stale"
 #: What changed of a source whose functions a test file did not run.
 IMPORT_TIME = "import-time code"
+#: A function that ran in the parent before the file's process started.
+BEFORE = "run in the parent, before the file's process started"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,16 +54,18 @@ class Changes:
     #: Its import-time code (imports, constants, class bodies) changed, or it was deleted.
     module: bool = False
 
-    def touches(self, entry: Entry, source: str) -> list[str] | None:
+    def touches(self, entry: Entry, source: str, inherited: list[str]) -> list[str] | None:
         """What of ``source``, which ``entry``'s tests loaded, that they used
         changed (function names, or ``import-time code``); None when nothing
-        they used did."""
+        they used did.  ``inherited``: the functions of ``source`` that ran in
+        the parent before the file's process started, whose work it inherits."""
         ran = entry.ran_in(source)
         if EVERY in ran:
             return ["the whole file"] if (self.whole or self.functions or self.module) else None
-        hit = sorted(ran) if self.whole else sorted(self.functions.intersection(ran))
+        used = set(ran) | set(inherited)
+        hit = sorted(used) if self.whole else sorted(self.functions & used)
         if hit:
-            return hit
+            return [name if name in ran else f"{name} ({BEFORE})" for name in hit]
         return [IMPORT_TIME] if self.module else None
 
 
@@ -191,7 +195,8 @@ class RecordedScope:
                 hit = None
                 seen = self.record.seen(entry, source)
                 if seen is not None:
-                    hit = self.changes(source, seen).touches(entry, source)
+                    inherited = self.record.inherited.get(source, [])
+                    hit = self.changes(source, seen).touches(entry, source, inherited)
                 if hit is not None:
                     found[test] = Found(test, source, 1, RECORDED, (test, source))
                     why[(test, source)] = ", ".join(hit)

@@ -178,6 +178,8 @@ class FileModeController:
         starter.environ = dict(os.environ)
         starter.loop_room = headroom()  # measured in this frame: as deep as pytest's loop
         if running:
+            # What ran up to here, every child inherits (the record of what each file executed).
+            self.config.hook.pytest_isolation_parent_ready(config=self.config)
             starter.leave_fork_if_threads()  # a thread a plugin started after configure
         if running and starter.method == "fork":
             starter.basetemp = shared_basetemp(self.config)  # every child's, made once
