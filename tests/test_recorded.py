@@ -559,7 +559,8 @@ def test_a_run_that_makes_no_record_stops_recording_the_parent_at_configure(
         "import sys\n\n"
         "def test_no_tool():\n"
         "    if sys.version_info >= (3, 12):\n"
-        "        assert [sys.monitoring.get_tool(i) for i in range(6)].count('pytest-isolation') == 0\n"
+        "        tools = [sys.monitoring.get_tool(i) for i in range(6)]\n"
+        "        assert 'pytest-isolation' not in tools\n"
     )
     result = project.runpytest_subprocess("-p", "isolation", "-p", "no:randomly", timeout=TIMEOUT)
     result.assert_outcomes(passed=4)
