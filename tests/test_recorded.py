@@ -19,6 +19,8 @@ import pytest
 from conftest import FILE_MODE
 from conftest import TIMEOUT
 from pytest_isolation.ci.recording import Record
+from pytest_isolation.ci.sourcefacts import SourceFacts
+from pytest_isolation.ci.sourcefacts import facts_of
 
 FUNCTIONS = sys.version_info >= (3, 12)
 by_functions = pytest.mark.skipif(not FUNCTIONS, reason="functions are recorded on 3.12+")
@@ -204,6 +206,18 @@ def test_the_record_keeps_each_file_version_once() -> None:
     entry = back.tests["tests/test_b.py"]
     assert (entry.digest, entry.every, entry.ran_in("src/m2.py")) == ("b2", True, ["*"])
     assert back.deps(entry) == {"src/m1.py": "d1-new", "src/m2.py": "d2"}
+
+
+def test_a_file_s_facts_survive_the_record() -> None:
+    """The next recording takes an unchanged file's facts from the record
+    (size and time as kept) instead of parsing it again."""
+    source = b"import os\n\n\nclass A:\n    @property\n    def x(self):\n        return 1\n"
+    facts = facts_of(source)
+    back = SourceFacts.from_json(facts.digest, json.loads(json.dumps(facts.to_json())))
+    assert back == facts
+    assert back is not None
+    assert back.function_at(7) == "A.x"
+    assert SourceFacts.from_json(facts.digest, {"functions": {}, "module": "m"}) is None
 
 
 def test_a_record_whose_bits_point_past_its_files_is_not_read() -> None:

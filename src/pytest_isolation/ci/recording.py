@@ -40,6 +40,7 @@ from pytest_isolation.core import outputs
 from pytest_isolation.core.executed import MODULES
 from pytest_isolation.core.executed import Recorder
 from pytest_isolation.core.executed import how as recording_how
+from pytest_isolation.core.executed import watch
 from pytest_isolation.core.keys import PARENT_PHASE
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.nodeid import file_of
@@ -256,18 +257,35 @@ def from_report(path: Path, option: str) -> Record | None:
 
 
 class _Facts:
-    """Each file's facts, read once per session."""
+    """Each file's facts, read once per session; a file whose size and time
+    are those the previous record kept takes that record's facts of its
+    version, without reading or parsing it again."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, previous: Record | None = None) -> None:
         self.root = root
+        self.previous = previous
         self.known: dict[str, tuple[str, SourceFacts] | None] = {}
 
     def __call__(self, path: str) -> tuple[str, SourceFacts] | None:
         if path not in self.known:
-            facts = read_facts(Path(path))
             key = os.path.relpath(path, self.root).replace(os.sep, "/")
-            self.known[path] = None if facts is None or key.startswith("../") else (key, facts)
+            facts = None
+            if not key.startswith("../"):
+                facts = self._kept(key, path) or read_facts(Path(path))
+            self.known[path] = None if facts is None else (key, facts)
         return self.known[path]
+
+    def _kept(self, key: str, path: str) -> SourceFacts | None:
+        if self.previous is None or key not in self.previous.stats:
+            return None
+        size, mtime, version = self.previous.stats[key]
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        if [status.st_size, status.st_mtime_ns] != [size, mtime]:
+            return None
+        return SourceFacts.from_json(version, self.previous.facts.get(version))
 
 
 def add_entry(
@@ -337,6 +355,9 @@ class RecordKeeper:
         #: What ran in the parent(s) before the children started: first lines by file.
         self.inherited: dict[str, set[int]] = {}
         self.written: Record | None = None
+        # The project's code objects, known here once for every child this
+        # process forks (the entry plugin does it earlier, when it loads early).
+        watch(str(config.rootpath))
 
     def pytest_isolation_parent_ready(self) -> None:
         self.end_parent_phase()
@@ -405,13 +426,13 @@ class RecordKeeper:
         root = self.config.rootpath
         how = recording_how()
         fresh = Record(environment(), how)
-        facts = _Facts(root)
+        cache = getattr(self.config, "cache", None)
+        record = load(cache)
+        facts = _Facts(root, record)
         for nodeid, executed in sorted(self.executed.items()):
             add_entry(fresh, nodeid, str(root / nodeid), executed, facts)
         fresh.inherit(_functions(self.inherited, facts, fresh))
         self.config.stash[RECORDED] = fresh.to_json()
-        cache = getattr(self.config, "cache", None)
-        record = load(cache)
         if record is None or (record.environment, record.how) != (fresh.environment, how):
             record = Record(fresh.environment, how)
         record.update(fresh)

@@ -60,7 +60,23 @@ class SourceFacts:
         )
 
     def to_json(self) -> dict[str, object]:
-        return {"functions": self.functions, "module": self.module}
+        return {
+            "functions": self.functions,
+            "module": self.module,
+            "spans": [list(span) for span in self.spans],
+        }
+
+    @classmethod
+    def from_json(cls, content: str, data: object) -> SourceFacts | None:
+        """The facts a record kept for the version ``content``; None when
+        they are not whole."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            spans = tuple((int(a), int(b), str(c), int(d)) for a, b, c, d in data["spans"])
+            return cls(content, dict(data["functions"]), spans, str(data["module"]))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def facts_of(data: bytes, filename: str = "<source>") -> SourceFacts:
