@@ -226,7 +226,9 @@ def test_an_interrupt_reports_every_test_the_child_finished(
     assert parent.returncode == pytest.ExitCode.INTERRUPTED, stdout + stderr
     assert "10 passed" in stdout, stdout
     junit = Path(pytester.path, "junit.xml").read_text()
-    assert 'tests="10"' in junit
+    # Each by name: junit's own count can be one short when the interrupt lands
+    # inside its hook, between a test's element and its count, as in a plain run.
+    assert [n for n in range(10) if f'name="test_quick[{n}]"' not in junit] == [], junit
     assert gone_soon(pids) == []
 
 
