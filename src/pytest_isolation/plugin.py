@@ -228,8 +228,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def _stop_parent_phase(config: pytest.Config) -> None:
     recorder = config.stash.get(PARENT_PHASE, None)
     if recorder is not None:
+        from pytest_isolation.core.executed import unwatch
+
         del config.stash[PARENT_PHASE]
         recorder.take()
+        unwatch()
 
 
 @pytest.hookimpl(tryfirst=True)  # before the plugins' configure reads the options

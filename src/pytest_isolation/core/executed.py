@@ -109,6 +109,13 @@ def watch(root: str) -> None:
         ]
 
 
+def unwatch() -> None:
+    """This process makes no record: keep no code objects (the audit hook
+    stays, doing nothing)."""
+    _Known.files = None
+    _Known.codes = []
+
+
 def _nested(codes: Iterable[CodeType]) -> Iterator[CodeType]:
     """``codes`` and every code object defined inside them, each once."""
     seen: set[int] = set()
