@@ -228,6 +228,18 @@ def test_a_record_whose_bits_point_past_its_files_is_not_read() -> None:
     assert Record.from_json(data) is None
 
 
+@pytest.mark.parametrize("stat", [[1, 2], ["1", 2, "d"], None, [1, 2, 3]])
+def test_a_record_with_a_broken_stat_is_not_read(stat: object) -> None:
+    """A hand-broken cache is no record (the selector says so), not an error."""
+    record = Record({"python": "cpython 3.12", "packages": "x"}, "modules")
+    record.add("tests/test_a.py", "a", {"src/m.py": "d"}, {})
+    record.stats["src/m.py"] = [1, 2, "d"]
+    data = json.loads(json.dumps(record.to_json()))
+    assert Record.from_json(data) is not None
+    data["stats"]["src/m.py"] = stat
+    assert Record.from_json(data) is None
+
+
 # -- selecting ------------------------------------------------------------------
 
 

@@ -194,13 +194,14 @@ class Record:
             tests = {key: Entry.from_json(value) for key, value in data["tests"].items()}
             if any(entry.deps.bit_length() > len(files) for entry in tests.values()):
                 return None
+            stats = {str(key): _stat_of(value) for key, value in data["stats"].items()}
             return cls(
                 environment=dict(data["environment"]),
                 how=str(data["how"]),
                 tests=tests,
                 files=files,
                 facts=dict(data["facts"]),
-                stats=dict(data["stats"]),
+                stats=stats,
                 inherited={key: list(names) for key, names in data["inherited"].items()},
             )
         except (KeyError, TypeError, AttributeError, ValueError):
@@ -234,6 +235,16 @@ class Record:
         keys = {key for key, _ in self.files} | set(self.tests)
         self.stats = {key: value for key, value in self.stats.items() if key in keys}
         self.inherited = {key: names for key, names in self.inherited.items() if key in keys}
+
+
+def _stat_of(value: object) -> list[Any]:
+    """``[size, mtime_ns, content hash]``, checked (a record read from disk)."""
+    if not isinstance(value, list) or len(value) != 3:
+        raise TypeError(value)
+    size, mtime, version = value
+    if not (isinstance(size, int) and isinstance(mtime, int) and isinstance(version, str)):
+        raise TypeError(value)
+    return [size, mtime, version]
 
 
 def load(cache: pytest.Cache | None) -> Record | None:
