@@ -490,6 +490,73 @@ def test_the_recorder_sees_each_function_once_and_gives_its_tool_id_back(
     assert monitoring.get_tool(3) is None
 
 
+HAND_OVER = """\
+import os
+import sys
+
+sys.path.insert(0, ROOT)
+import m
+from pytest_isolation.core.executed import Recorder
+
+monitoring = sys.monitoring
+parent = Recorder(ROOT)
+parent.start()
+m.f()
+assert parent.hand_over()["lines"] == {M: [1]}
+assert monitoring.get_tool(4) == "pytest-isolation"  # held, with its events
+m.f()  # no callback while held: nothing is seen, nothing disabled
+set_events = monitoring.set_local_events
+calls = []
+monitoring.set_local_events = lambda *args: (calls.append(args), set_events(*args))[1]
+pid = os.fork()
+if pid == 0:
+    child = Recorder(ROOT)
+    child.start()
+    m.f()
+    m.g()
+    seen = child.finish()["lines"]
+    set_in_child = len(calls)
+    claimed = []
+    try:
+        monitoring.use_tool_id(4, "mine")  # a later tool gets the id, events cleared
+        m.f()
+        claimed.append(monitoring.get_tool(4))
+        monitoring.free_tool_id(4)
+    except Exception as error:
+        claimed.append(repr(error))
+    print("child", seen, set_in_child, claimed, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+parent = Recorder(ROOT)
+parent.start()
+m.g()
+taken = parent.take()["lines"]
+print("parent", taken, monitoring.get_tool(4), monitoring.get_tool(3))
+"""
+
+
+@by_functions
+def test_a_forked_child_takes_the_tool_over_with_its_events_set(tmp_path: Path) -> None:
+    """The parent marks the project's code once and hands its tool id on:
+    a forked child's recorder sets no event (each set copies pages the child
+    shares with its parent), yet sees what ran, ``f`` too, which the parent
+    ran before; a tool that claims the id later gets it; the last recorder
+    gives it back."""
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
+    script = tmp_path / "hand_over.py"
+    script.write_text(f"ROOT = {str(tmp_path)!r}\nM = {str(module)!r}\n" + HAND_OVER)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr
+    path = str(module)
+    assert done.stdout.splitlines() == [
+        f"child {{{path!r}: [1, 4]}} 0 ['mine']",
+        f"parent {{{path!r}: [4]}} None None",
+    ]
+
+
 def test_an_installed_copy_of_the_project_counts_as_its_source(
     pytester: pytest.Pytester,
 ) -> None:

@@ -286,7 +286,27 @@ class _Facts:
             self.known[path] = None if facts is None else (key, facts)
         return self.known[path]
 
-    def _kept(self, key: str, path: str) -> SourceFacts | None:
+    def version(self, path: str) -> tuple[str, str] | None:
+        """The key and content hash of ``path`` (a test file, whose
+        functions the record does not need): the previous record's, when
+        its size and time are those it kept; else read, not parsed."""
+        known = self.known.get(path)
+        if known is not None:
+            return known[0], known[1].digest
+        key = os.path.relpath(path, self.root).replace(os.sep, "/")
+        if key.startswith("../"):
+            return None
+        kept = self._kept_version(key, path)
+        if kept is not None:
+            return key, kept
+        try:
+            return key, digest(Path(path).read_bytes())
+        except OSError:
+            return None
+
+    def _kept_version(self, key: str, path: str) -> str | None:
+        """The content hash the previous record kept for ``path``, if its
+        size and time are unchanged since."""
         if self.previous is None or key not in self.previous.stats:
             return None
         size, mtime, version = self.previous.stats[key]
@@ -294,7 +314,11 @@ class _Facts:
             status = os.stat(path)
         except OSError:
             return None
-        if [status.st_size, status.st_mtime_ns] != [size, mtime]:
+        return str(version) if [status.st_size, status.st_mtime_ns] == [size, mtime] else None
+
+    def _kept(self, key: str, path: str) -> SourceFacts | None:
+        version = self._kept_version(key, path)
+        if version is None or self.previous is None:
             return None
         return SourceFacts.from_json(version, self.previous.facts.get(version))
 
@@ -304,20 +328,22 @@ def add_entry(
 ) -> None:
     """The entry of the test file ``test`` (an absolute path) from what its
     process executed, with its dependencies' facts and stats, into ``record``."""
-    own = facts(test)
+    own = facts.version(test)
     if own is None:
         return
     deps: dict[str, str] = {}
     ran: dict[str, list[str]] = {}
 
     def depend(path: str) -> tuple[str, SourceFacts] | None:
-        found = facts(path)
-        if found is None or path == test:
+        found = None if path == test else facts(path)
+        if found is None:
             return None
         key, source = found
         deps[key] = source.digest
-        record.facts[source.digest] = source.to_json()
-        _stat(record, key, path, source.digest)
+        if source.digest not in record.facts:  # the same for every test file that ran it
+            record.facts[source.digest] = source.to_json()
+        if key not in record.stats:
+            _stat(record, key, path, source.digest)
         return found
 
     for path, lines in executed["lines"].items():
@@ -328,8 +354,8 @@ def add_entry(
                 ran[found[0]] = sorted(names)
     for path in executed["modules"]:
         depend(path)
-    _stat(record, own[0], test, own[1].digest)
-    record.add(nodeid, own[1].digest, deps, ran, every=executed["how"] == MODULES)
+    _stat(record, own[0], test, own[1])
+    record.add(nodeid, own[1], deps, ran, every=executed["how"] == MODULES)
 
 
 def _functions(lines: dict[str, set[int]], facts: _Facts, record: Record) -> dict[str, list[str]]:
@@ -383,7 +409,7 @@ class RecordKeeper:
         if recorder is None:
             return
         del self.config.stash[PARENT_PHASE]
-        taken = recorder.take()
+        taken = recorder.hand_over()  # the events stay set for the next recorders
         if not recorder.lost:
             for path, lines in taken["lines"].items():
                 self.inherited.setdefault(path, set()).update(lines)

@@ -14,16 +14,20 @@ project's code objects are known from the moment :func:`watch` is first
 called (from the entry plugin, before the first conftest): the functions
 the garbage collector finds then, and, through the audit hook, the body of
 each project module imported after, whose code holds every code object the
-module defines.  A forked child inherits that list.
+module defines.  A forked child inherits that list, and the events too:
+the parent sets them once, before its first fork, and hands its tool id on
+(:meth:`Recorder.hand_over`); a child's recorder only registers its
+callback, and, as the process ends right after, leaves what it disabled
+(:meth:`Recorder.finish`).
 
 On 3.10/3.11 there is no such cheap hook (a profile or trace function slows
 every call, and coverage.py owns the trace slot), so a record there holds
 the project modules the process had loaded: every function of each counts
 as run.  That is a superset of what ran (never a test missed), coarser.
 
-Either way the record also lists the project modules loaded at the end:
-their module-level code (constants, imports, class bodies) ran at import,
-possibly in the parent a forked child came from.
+Either way the record also lists the project modules loaded (when watching
+started, or since): their module-level code (constants, imports, class
+bodies) ran at import, possibly in the parent a forked child came from.
 
 Imports: stdlib only (the child side stays light).
 """
@@ -35,7 +39,6 @@ import os
 import sys
 import sysconfig
 from collections.abc import Iterable
-from collections.abc import Iterator
 from types import CodeType
 from types import FunctionType
 from typing import Any
@@ -54,10 +57,6 @@ _INSTALLED = ("site-packages", "dist-packages")
 _SOURCE_DIRS = ("", "src", "lib")
 
 
-#: The recorders that record (the last one sees new code), see :meth:`Recorder.start`.
-_ACTIVE: list[Recorder] = []
-
-
 class _Known:
     """The project's code objects this process knows: module-level, so a
     forked child inherits them (see :func:`watch`)."""
@@ -66,25 +65,122 @@ class _Known:
     #: Code objects of the project: functions found when watching started,
     #: and the body of each project module imported since.
     codes: ClassVar[list[CodeType]] = []
+    #: The project's module files loaded when watching started, and each
+    #: whose module code ran since (a module a test imports and the leak
+    #: guard takes out of ``sys.modules`` again counts too).  Kept as it goes,
+    #: so that a record does not read every module of ``sys.modules``: in a
+    #: forked child that copies the pages of each module its parent loaded.
+    loaded: ClassVar[set[str]] = set()
+
+
+class _Tool:
+    """The ``sys.monitoring`` tool id this process records with, and the
+    project's code objects that carry its ``PY_START`` event.
+
+    Module-level, so that a forked child inherits both: the parent sets the
+    event on every code object it knows once, before its first fork (see
+    :meth:`Recorder.hand_over`), and a recorder in the child only registers
+    its callback.  Setting the event rewrites a code object, which in a
+    forked child copies every page the code shares with its parent: done in
+    each child, that was about 1,500 page faults per test file."""
+
+    id: ClassVar[int | None] = None
+    #: The code objects carrying the event (cleared when the id is given back).
+    armed: ClassVar[list[CodeType]] = []
+    #: How many of ``_Known.codes`` (with the code each defines) are armed.
+    covered: ClassVar[int] = 0
+    #: The recorder whose callback sees the events; None while the id is
+    #: held between recorders (no callback: an event then does nothing).
+    owner: ClassVar[Recorder | None] = None
+    #: A recorder ended without setting again the events it disabled
+    #: (:meth:`Recorder.finish`): the next one starts over.
+    spent: ClassVar[bool] = False
+    #: ``sys.monitoring.use_tool_id`` as it was, while the id is held.
+    claim: ClassVar[Any] = None
+
+
+def _monitoring() -> Any:
+    return getattr(sys, "monitoring")  # noqa: B009  (3.12+; typed for 3.10)
 
 
 def _module_run(event: str, args: tuple[Any, ...]) -> None:
     """An audit hook: a body of code run by ``exec`` (every import does that).
     A project module's body is kept (its code holds each code object the
-    module defines), and the recorder that records starts watching it before
-    it runs.  The module may be taken out of ``sys.modules`` again before the
-    record is taken (the leak guard puts back a module first imported by a test)."""
+    module defines), and carries the event before it runs."""
     if event != "exec" or _Known.files is None:
         return
     code = args[0]
-    if not isinstance(code, CodeType) or _Known.files.of(code.co_filename) is None:
+    path = _Known.files.of(code.co_filename) if isinstance(code, CodeType) else None
+    if path is None:
         return
     _Known.codes.append(code)
-    if _ACTIVE:
-        recorder = _ACTIVE[-1]
-        if code.co_name == "<module>":
-            recorder.loaded.add(code.co_filename)
-        recorder.watch_code(code)
+    if code.co_name == "<module>":
+        _Known.loaded.add(path)
+    if _Tool.id is not None and not _Tool.spent:
+        _arm_known()
+
+
+def _hold(taken: int | None = None) -> bool:
+    """Take a free tool id (not ``taken``) and set its event on every known
+    code object; False when every id this module may use is taken."""
+    monitoring = _monitoring()
+    free = [t for t in _FREE_IDS if t != taken and monitoring.get_tool(t) is None]
+    if not free:
+        return False
+    if _Tool.claim is None:
+        _Tool.claim = monitoring.use_tool_id
+        monitoring.use_tool_id = _use_tool_id
+    _Tool.claim(free[0], _NAME)
+    _Tool.id = free[0]
+    _Tool.armed = []
+    _Tool.covered = 0
+    _Tool.spent = False
+    _arm_known()
+    return True
+
+
+def _arm_known() -> None:
+    """Set the event on the known code objects not armed yet."""
+    fresh = _nested(_Known.codes[_Tool.covered :])
+    _Tool.covered = len(_Known.codes)
+    monitoring = _monitoring()
+    arm, tool, event = monitoring.set_local_events, _Tool.id, monitoring.events.PY_START
+    for code in fresh:
+        arm(tool, code, event)
+    _Tool.armed.extend(fresh)
+
+
+def _give_back() -> None:
+    """Give the id back, with no code object carrying its event, and put
+    ``use_tool_id`` back."""
+    monitoring = _monitoring()
+    if _Tool.id is not None:
+        for code in _Tool.armed:  # a tool that takes the id later sees none of them
+            monitoring.set_local_events(_Tool.id, code, 0)
+        monitoring.register_callback(_Tool.id, monitoring.events.PY_START, None)
+        monitoring.free_tool_id(_Tool.id)
+    _Tool.id = None
+    _Tool.armed = []
+    _Tool.covered = 0
+    _Tool.owner = None
+    _Tool.spent = False
+    if _Tool.claim is not None:
+        monitoring.use_tool_id = _Tool.claim
+        _Tool.claim = None
+
+
+def _use_tool_id(tool_id: int, name: str, /) -> None:
+    """``sys.monitoring.use_tool_id`` while this process holds an id: a test
+    (or a tool it starts) that claims that id gets it, as in a run without
+    the recorder; the recorder moves to another id, or, with none left,
+    stops, and its record is lost (:attr:`Recorder.lost`)."""
+    claim = _Tool.claim
+    if tool_id == _Tool.id:
+        owner = _Tool.owner
+        _give_back()
+        if owner is not None:
+            owner.lost = not owner.watching(taken=tool_id)
+    claim(tool_id, name)
 
 
 _hooked: list[bool] = []
@@ -101,32 +197,34 @@ def watch(root: str) -> None:
         sys.addaudithook(_module_run)
         _hooked.append(True)
     _Known.codes = []
+    _Known.loaded = files.loaded(list(sys.modules.values()))
     if how() == MONITORING:  # 3.10/3.11 record modules only: no code objects needed
         _Known.codes = [
             found.__code__
             for found in gc.get_objects()
             if isinstance(found, FunctionType) and files.of(found.__code__.co_filename) is not None
         ]
+        if _Tool.id is not None:  # held for another root: starts over
+            _give_back()
 
 
 def unwatch() -> None:
-    """This process makes no record: keep no code objects (the audit hook
-    stays, doing nothing)."""
+    """This process makes no record: keep no code objects and no tool id
+    (the audit hook stays, doing nothing)."""
     _Known.files = None
     _Known.codes = []
+    _Known.loaded = set()
+    if _Tool.id is not None and _Tool.owner is None:
+        _give_back()
 
 
-def _nested(codes: Iterable[CodeType]) -> Iterator[CodeType]:
-    """``codes`` and every code object defined inside them, each once."""
-    seen: set[int] = set()
-    todo = list(codes)
-    while todo:
-        code = todo.pop()
-        if id(code) in seen:
-            continue
-        seen.add(id(code))
-        yield code
-        todo.extend(const for const in code.co_consts if isinstance(const, CodeType))
+def _nested(codes: Iterable[CodeType]) -> list[CodeType]:
+    """``codes`` and every code object defined inside them, each once (this
+    runs for every module a file's process imports: kept lean)."""
+    found = list(codes)
+    for code in found:  # the list grows as it goes: each one's own code objects in turn
+        found.extend([const for const in code.co_consts if type(const) is CodeType])
+    return list({id(code): code for code in found}.values())
 
 
 def how() -> str:
@@ -206,41 +304,40 @@ class ProjectFiles:
 
 class Recorder:
     """Sees which code of the project under ``root`` runs, from :meth:`start`
-    to :meth:`take`; :meth:`restart` starts a new span in the same process
-    (a plain run's next file)."""
+    to :meth:`take` (or :meth:`hand_over`, :meth:`finish`); :meth:`restart`
+    starts a new span in the same process (a plain run's next file).  One
+    recorder watches at a time."""
 
     def __init__(self, root: str) -> None:
         watch(root)
         assert _Known.files is not None
         self.files = _Known.files
         self.codes: set[CodeType] = set()
-        self.tool: int | None = None
-        #: The code objects this recorder set its event on (cleared again on release).
-        self.watched: list[CodeType] = []
-        #: Files of the module bodies run since the start (:func:`_module_run`).
-        self.loaded: set[str] = set()
-        #: ``sys.monitoring.use_tool_id`` as it was, while this recorder stands in for it.
-        self.claim: Any = None
-        #: A test took every id this recorder may use: what it saw is incomplete.
+        #: A test took every id this recorder may use (or another recorder
+        #: watches): what it saw is incomplete.
         self.lost = False
 
-    def start(self) -> None:
-        _ACTIVE.append(self)
-        if how() != MONITORING:
-            return
-        monitoring: Any = getattr(sys, "monitoring")  # noqa: B009  (3.12+; typed for 3.10)
-        self.claim = monitoring.use_tool_id
-        if self._claimed(monitoring):
-            monitoring.use_tool_id = self._use_tool_id
+    @property
+    def tool(self) -> int | None:
+        """The tool id this recorder watches with, if it does."""
+        return _Tool.id if _Tool.owner is self else None
 
-    def _claimed(self, monitoring: Any, taken: int | None = None) -> bool:
-        """Take a free tool id and start seeing code start; False when every
-        id this recorder may use is taken (the record is then by modules)."""
-        free = [t for t in _FREE_IDS if t != taken and monitoring.get_tool(t) is None]
-        tool = free[0] if free else None
-        if tool is None:
+    def start(self) -> None:
+        if how() == MONITORING:
+            self.lost = not self.watching()
+
+    def watching(self, taken: int | None = None) -> bool:
+        """Watch with the id this process holds (its events already set, by
+        the parent of a forked child), or with a free one (not ``taken``);
+        False when there is none."""
+        if _Tool.owner is not None and _Tool.owner is not self:
             return False
-        self.claim(tool, _NAME)
+        if _Tool.spent:
+            _give_back()
+        if _Tool.id is None and not _hold(taken):
+            return False
+        _arm_known()
+        monitoring = _monitoring()
         codes = self.codes
         disable = monitoring.DISABLE
 
@@ -248,65 +345,59 @@ class Recorder:
             codes.add(code)
             return disable
 
-        monitoring.register_callback(tool, monitoring.events.PY_START, started)
-        self.tool = tool
-        self.watched = []
-        for code in _nested(_Known.codes):
-            self._watch(monitoring, code)
+        monitoring.register_callback(_Tool.id, monitoring.events.PY_START, started)
+        _Tool.owner = self
         return True
 
-    def watch_code(self, code: CodeType) -> None:
-        """See the code objects of ``code`` (a project module about to run) start."""
-        if self.tool is not None:
-            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
-            for each in _nested([code]):
-                self._watch(monitoring, each)
-
-    def _watch(self, monitoring: Any, code: CodeType) -> None:
-        monitoring.set_local_events(self.tool, code, monitoring.events.PY_START)
-        self.watched.append(code)
-
-    def _use_tool_id(self, tool_id: int, name: str, /) -> None:
-        """``sys.monitoring.use_tool_id`` while recording: a test (or a tool
-        it starts) that claims this recorder's id gets it, as in a run without
-        the recorder; the recorder moves to another id, or, with none left,
-        stops, and its record is lost (:attr:`lost`)."""
-        if tool_id == self.tool:
-            self._release()
-            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
-            self.lost = not self._claimed(monitoring, taken=tool_id)
-        self.claim(tool_id, name)
-
-    def _release(self) -> None:
-        if self.tool is not None:
-            monitoring: Any = getattr(sys, "monitoring")  # noqa: B009
-            for code in self.watched:  # a tool that takes the id later sees none of them
-                monitoring.set_local_events(self.tool, code, 0)
-            self.watched = []
-            monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
-            monitoring.free_tool_id(self.tool)
-            self.tool = None
+    def _rearm(self) -> None:
+        """Set the event again on each code object seen (its callback
+        disabled the event there)."""
+        monitoring = _monitoring()
+        for code in self.codes:
+            monitoring.set_local_events(_Tool.id, code, 0)
+            monitoring.set_local_events(_Tool.id, code, monitoring.events.PY_START)
 
     def restart(self) -> dict[str, Any]:
         """What ran since the start or the last restart; from now on each
         code object is seen again at its next start."""
         taken = self._taken()
-        self.codes.clear()
-        self.loaded.clear()
         if self.tool is not None:
-            getattr(sys, "monitoring").restart_events()  # noqa: B009
+            self._rearm()
+        self.codes.clear()
         return taken
 
     def take(self) -> dict[str, Any]:
-        """Stop, and return what ran: ``{"how", "lines": {file: [first
-        lines]}, "modules": [files]}``, absolute paths of project files."""
+        """Stop, give the tool id back, and return what ran: ``{"how",
+        "lines": {file: [first lines]}, "modules": [files]}``, absolute paths
+        of project files."""
+        taken = self._stop()
+        if _Tool.owner is None:
+            _give_back()
+        return taken
+
+    def hand_over(self) -> dict[str, Any]:
+        """Stop, and return what ran (as :meth:`take`), keeping the tool id
+        with its events set, again, on what ran: the next recorder of this
+        process, or of a child it forks, watches without setting any."""
+        if self.tool is not None:
+            self._rearm()
+        return self._stop()
+
+    def finish(self) -> dict[str, Any]:
+        """Stop, and return what ran (as :meth:`take`), for a process about
+        to end: the events it disabled stay so, and the id stays held until
+        the process ends or something claims it."""
+        spent = self.tool is not None
+        taken = self._stop()
+        _Tool.spent = _Tool.spent or spent
+        return taken
+
+    def _stop(self) -> dict[str, Any]:
         taken = self._taken()
-        self._release()
-        if self in _ACTIVE:
-            _ACTIVE.remove(self)
-        if self.claim is not None:
-            getattr(sys, "monitoring").use_tool_id = self.claim  # noqa: B009
-            self.claim = None
+        if self.tool is not None:
+            monitoring = _monitoring()
+            monitoring.register_callback(_Tool.id, monitoring.events.PY_START, None)
+            _Tool.owner = None
         self.codes = set()
         return taken
 
@@ -319,8 +410,5 @@ class Recorder:
         return {
             "how": MONITORING if self.tool is not None else MODULES,
             "lines": {path: sorted(found) for path, found in sorted(lines.items())},
-            "modules": sorted(
-                self.files.loaded(list(sys.modules.values()))
-                | {p for path in self.loaded if (p := self.files.of(path))}
-            ),
+            "modules": sorted(_Known.loaded),
         }

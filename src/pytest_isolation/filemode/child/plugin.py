@@ -537,7 +537,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     cov.save()
     recorder = plugin.recorder
     if recorder is not None:
-        executed = recorder.take()
+        executed = recorder.finish()  # the process ends: nothing to put back
         if interruption is None and not (plugin.partial or plugin.unfinished or recorder.lost):
             plugin.sender.send(EXECUTED, **executed)
     if interruption is not None:
