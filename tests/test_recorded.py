@@ -150,6 +150,7 @@ def test_a_plain_run_records_when_asked(project: pytest.Pytester) -> None:
         "-p", "isolation", "-p", "no:randomly", "--isolation-record=on", timeout=TIMEOUT
     )
     result.assert_outcomes(passed=3)
+    assert result.ret == 0, result.stderr.str()
     tests = stored(project)["tests"]
     assert sorted(tests) == sorted(TESTS)
     if FUNCTIONS:

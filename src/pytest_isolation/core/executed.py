@@ -153,8 +153,8 @@ def _arm_known() -> None:
 def _give_back() -> None:
     """Give the id back, with no code object carrying its event, and put
     ``use_tool_id`` back."""
-    monitoring = _monitoring()
     if _Tool.id is not None:
+        monitoring = _monitoring()
         for code in _Tool.armed:  # a tool that takes the id later sees none of them
             monitoring.set_local_events(_Tool.id, code, 0)
         monitoring.register_callback(_Tool.id, monitoring.events.PY_START, None)
@@ -165,7 +165,7 @@ def _give_back() -> None:
     _Tool.owner = None
     _Tool.spent = False
     if _Tool.claim is not None:
-        monitoring.use_tool_id = _Tool.claim
+        _monitoring().use_tool_id = _Tool.claim
         _Tool.claim = None
 
 
