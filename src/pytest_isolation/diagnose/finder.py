@@ -202,6 +202,9 @@ class Finder:
         #: Checked now: a bad path must not cost the whole search.
         self.json_target = None if found is None else outputs.checked(*found)
         self.probes = 0
+        #: Where the search is before the bisection (what a time limit cut
+        #: short); None once the bisection has begun, which counts its probes.
+        self.stage: str | None = "while collecting the tests"
         #: Each set already run, with whether it reproduced.
         self.known: dict[tuple[str, ...], bool] = {}
         self.goal = "failed"
@@ -380,7 +383,8 @@ class Finder:
             code = self._search()
         except OutOfTime:
             limited = options.raw(self.config, "isolation_find_timeout")[1]
-            self.say(f"gave up: {limited}={self.limit:g} s ran out after {_probes(self.probes)}")
+            where = self.stage or f"after {_probes(self.probes)}"
+            self.say(f"gave up: {limited}={self.limit:g} s ran out {where}")
             self.result["outcome"] = "timed-out"
             code = 1
         self.result["probes"] = self.probes
@@ -403,6 +407,7 @@ class Finder:
         files = _files(preceding)
         before = f"{counted(len(preceding), 'test')} in {counted(len(files), 'file')}"
         self.say(f"{victim}: {before} run before it")
+        self.stage = f"while running {victim} alone"
         alone = self._run_many([[victim]])[0].victim
         if alone == "not run":
             raise FindError(
@@ -417,7 +422,9 @@ class Finder:
         else:
             self.result["kind"] = "polluter"
             self.say(f"alone it {_verb(alone)}")
+        self.stage = f"while running it after the {counted(len(preceding), 'test')} before it"
         after_all = self._run_many([[*preceding, victim]])[0]
+        self.stage = None
         after = after_all.victim
         self.failure = after_all.failure or self.failure
         self.result["after_all"] = after
