@@ -607,6 +607,34 @@ def test_a_test_that_claims_the_recorder_s_tool_id_gets_it(project: pytest.Pytes
     assert entry["ran"] == {"src/pkg/mod.py": ["helper", "used"]}
 
 
+@by_functions
+def test_coverage_s_own_monitoring_tool_measures_the_same_beside_the_recorder(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coverage.py on its ``sys.monitoring`` core (a second tool, with its
+    own DISABLEs) reports the same lines with the recorder as without it,
+    and the record is what it is without coverage: ``used`` and ``helper``,
+    which the conftest's import ran in the parent before, count for
+    ``test_a`` too."""
+    pytest.importorskip("pytest_cov")
+    monkeypatch.setenv("COVERAGE_CORE", "sysmon")
+    project.makeconftest("from pkg import mod\n\nmod.used()\n")
+    reports = []
+    for extra in ((), ("--isolation-record=off",)):
+        result = record(
+            project, "-p", "pytest_cov", "--cov=pkg", "--cov-report=term-missing", *extra
+        )
+        result.assert_outcomes(passed=3)
+        lines = [line.split() for line in result.stdout.lines if "mod.py" in line]
+        assert lines, result.stdout.str()
+        reports.append(lines)
+    assert reports[0] == reports[1]
+    assert reports[0][0][-2:] == ["86%", "13"]  # unused()'s body: the one line never run
+    tests = stored(project)["tests"]
+    assert tests["tests/test_a.py"]["ran"] == {"src/pkg/mod.py": ["helper", "used"]}
+    assert tests["tests/test_b.py"]["ran"] == {}
+
+
 CHECKS = """\
 def build():
     return {"limit": 3}
