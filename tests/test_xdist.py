@@ -164,6 +164,14 @@ def test_shard_first_then_distribute(pytester: pytest.Pytester) -> None:
             "--isolation-shard-strategy=round-robin",
         )
         assert result.ret == 0
+        mine = 4 if index == 1 else 3  # round-robin over the 7 files, sorted
+        result.stdout.fnmatch_lines(
+            [
+                f"isolation: shard {index}/2 (round-robin, from --isolation-shard): "
+                f"{mine} test files, split in each worker",
+                f"2 workers [{mine} items]",
+            ]
+        )
         ran.append({line.split()[-1] for line in result.outlines if " PASSED " in line})
     assert ran[0].isdisjoint(ran[1])
     assert ran[0] | ran[1] == {f"test_{n}.py::test_{n}" for n in range(7)}

@@ -93,6 +93,23 @@ class Sharding:
             f"{mine} of {counted(files, 'test file')}"
         )
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's, in its controller
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        """Under ``-n`` the controller collects nothing (so it reports no
+        collection): each worker makes the split and keeps its shard's tests.
+        The header comes from the first worker's: which shard, how many files."""
+        if self.shard is None or self.used_strategy:
+            return
+        strategy = "duration" if self.durations_file is not None else "round-robin"
+        self.used_strategy = strategy if self.strategy == "auto" else self.strategy
+        mine = len({file_of(nodeid) for nodeid in ids})
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"isolation: shard {self.shard.index}/{self.shard.total} ({self.used_strategy}, "
+                f"from {self.shard.source}): {counted(mine, 'test file')}, split in each worker"
+            )
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.measured[file_of(report.nodeid)] += report.duration
 
