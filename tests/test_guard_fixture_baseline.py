@@ -24,6 +24,19 @@ CASES = {
         "assert appstate.MODE == 'fixture'",
         "[attribute] appstate.MODE (was 'fixture', now 'test')*",
     ),
+    # A module made in code (no file): adding it is no leak, replacing it is.
+    "sys.modules": (
+        'sys.modules["shared_fake"] = types.ModuleType("shared_fake", "fixture")',
+        'sys.modules["shared_fake"] = types.ModuleType("shared_fake", "test")',
+        'import shared_fake; assert shared_fake.__doc__ == "fixture"',
+        "[sys.modules] sys.modules['shared_fake'] (was <module 'shared_fake'>, now*",
+    ),
+    "sys.modules mock": (
+        'sys.modules["shared_mock"] = unittest.mock.MagicMock(name="fixture")',
+        'sys.modules["shared_mock"] = unittest.mock.MagicMock(name="test")',
+        "import shared_mock; assert shared_mock._mock_name == 'fixture'",
+        "[sys.modules] sys.modules['shared_mock'] (was <MagicMock name='fixture'*",
+    ),
 }
 
 
@@ -36,7 +49,7 @@ def test_the_leak_is_from_the_fixture_s_value_and_that_is_put_back(
     pytester.makepyfile(appstate="MODE = 'import'\n")
     pytester.makeconftest(
         f"""
-        import os, sys, types
+        import os, sys, types, unittest.mock
         import pytest
         import appstate
 
@@ -48,7 +61,7 @@ def test_the_leak_is_from_the_fixture_s_value_and_that_is_put_back(
     )
     pytester.makepyfile(
         test_s=f"""
-        import os, sys, types
+        import os, sys, types, unittest.mock
         import appstate
 
         def test_changes_it(shared):

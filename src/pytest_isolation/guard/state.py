@@ -104,9 +104,13 @@ def redefined(old: object, new: object) -> bool:
     if type(old) is not type(new) or old is new:
         return False
     if isinstance(old, types.ModuleType):
+        # Two modules made in code (``types.ModuleType("x")``, no file) are two
+        # stand-ins, not one module imported twice.
+        source = getattr(old, "__file__", None)
         return bool(
-            old.__name__ == getattr(new, "__name__", None)
-            and getattr(old, "__file__", None) == getattr(new, "__file__", None)
+            isinstance(source, str)
+            and old.__name__ == getattr(new, "__name__", None)
+            and source == getattr(new, "__file__", None)
         )
     if not isinstance(old, (types.FunctionType, type)):
         return False

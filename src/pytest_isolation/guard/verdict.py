@@ -75,7 +75,7 @@ class Verdict:
     def found(self, window: Window, tier: Tier, saved: dict[Category, object]) -> list[Found]:
         """What changed in ``tier`` (categories known to differ from ``saved``)
         since ``saved`` that is the window's own leak."""
-        found = changes(tier, saved, diffs=Diffs(tier.categories))
+        found = changes(tier, saved, diffs=Diffs(tier.categories), owned=window.owned)
         keys = {item.key for item in found if item.category.name == "attribute"}
         imported = self.sys_modules.added_since(saved.get(self.sys_modules))
         return [

@@ -19,6 +19,7 @@ from pytest_isolation.guard import allow
 from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.mocks import made_by_pyfakefs
 from pytest_isolation.guard.mocks import pyfakefs_alive
+from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
 from pytest_isolation.guard.state import ListState
 from pytest_isolation.guard.state import same
@@ -226,12 +227,22 @@ class Diffs:
 
 
 def changes(
-    tier: Tier, saved: dict[Category, object], leaks: bool = True, diffs: Diffs | None = None
+    tier: Tier,
+    saved: dict[Category, object],
+    leaks: bool = True,
+    diffs: Diffs | None = None,
+    owned: Owned | None = None,
 ) -> list[Found]:
-    """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn."""
+    """What changed since ``saved``; for ``leaks``, without pyfakefs's own churn.
+
+    A key that was unset in ``saved`` and that a higher-scoped fixture set
+    inside the window (``owned``) is judged from the fixture's value: a
+    module a session fixture put into ``sys.modules`` and a test replaced is
+    a leak, where a module first imported in the window may not be."""
     found = []
     fake_filesystem = leaks and pyfakefs_alive()
     diffs = Diffs() if diffs is None else diffs
+    owned = owned or {}
     for category in tier.categories:
         before = saved.get(category)
         if before is None:
@@ -239,6 +250,11 @@ def changes(
         for key, old, new in diffs.of(category, before):
             if fake_filesystem and category.name != "fakefs" and made_by_pyfakefs(old, new):
                 continue
+            delta = owned.get((category, key)) if old is MISSING else None
+            if delta is not None and delta[0] is MISSING and delta[1] is not MISSING:
+                if same(delta[1], new):
+                    continue  # what the fixture set, untouched
+                old = delta[1]
             if category.is_leak(key, old, new):
                 found.append(Found(category, key, old, new))
     return found
