@@ -453,16 +453,15 @@ class LeakGuard:
         try:
             result = yield
         finally:
-            owned: Owned = {}
-            for tier in self._tiers(fixturedef):
-                for found in changes(tier, before, leaks=False):
-                    owned[(found.category, found.key)] = (found.old, found.new)
-                # A key the fixture added is its own even when adding it is no
-                # leak (a module it put into sys.modules): a test that then
-                # replaces it leaks, measured from the fixture's value.
-                for added, (old, new) in raw_changes(tier, before).items():
-                    if old is MISSING and new is not MISSING:
-                        owned.setdefault(added, (old, new))
+            # What the fixture changed that is a leak, and each key it added
+            # even when adding it is none (a module it put into sys.modules):
+            # a test that then replaces it leaks, measured from the fixture's value.
+            owned: Owned = {
+                key: (old, new)
+                for tier in self._tiers(fixturedef)
+                for key, (old, new) in raw_changes(tier, before).items()
+                if key[0].is_leak(key[1], old, new) or (old is MISSING and new is not MISSING)
+            }
             # A fixture set up from inside this one's set-up (never a
             # shorter-lived one) owns what it set: this one's teardown must
             # neither put it back nor be blamed for it.
