@@ -82,16 +82,6 @@ def active_patches() -> list[Any]:
     return list(_patch_registry())
 
 
-#: Where the time patchers keep what is active: freezegun's ``freeze_time``
-#: (context manager, decorator or ``start()``) and time-machine's ``travel``.
-_TIME_PATCHERS = (("freezegun.api", "freeze_factories"), ("time_machine", "coordinates_stack"))
-
-
-def time_patched() -> bool:
-    """Whether a freezegun or time-machine patcher is active."""
-    return any(getattr(sys.modules.get(name), key, None) for name, key in _TIME_PATCHERS)
-
-
 #: Modules whose objects stand in for real ones while a patch is active.
 STAND_IN_MODULES = frozenset({"unittest.mock", "freezegun.api", "time_machine"})
 

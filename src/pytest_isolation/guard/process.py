@@ -16,8 +16,6 @@ from typing import Any
 from typing import NamedTuple
 from typing import cast
 
-from pytest_isolation.guard.newmodules import NewModules
-from pytest_isolation.guard.newmodules import take_out
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
 from pytest_isolation.guard.state import Flat
@@ -125,22 +123,16 @@ class _Modules(dict[str, object]):
 
 
 class SysModules(Flat):
-    """``sys.modules``: replaced modules and injected non-modules.
+    """``sys.modules``: modules replaced or taken out, and non-modules injected.
 
-    A real module imported during a test is not a leak, nor is one removed.
+    A module a test imports for the first time is neither a leak nor taken
+    out again: what its import registered elsewhere (a metric in a registry,
+    a logger class, a subclass in its base's registry) stays, and a second
+    import would register it again or leave live objects of the old classes.
     """
 
     name = "sys.modules"
     hint = "use monkeypatch.setitem(sys.modules, ...) or mock.patch.dict(sys.modules, ...)"
-
-    def __init__(self, new_modules: NewModules | None = None) -> None:
-        #: Which modules first imported in a window go out again (none without it).
-        self.new_modules = new_modules
-        self.removable: set[str] = set()
-        #: Set while a test's window closes: only then may modules go out (the
-        #: scan of every module for who holds them is not done for imports
-        #: and fixtures, whose first imports stay).
-        self.taking_out = False
 
     def snapshot(self) -> object:
         saved = _Modules(sys.modules)
@@ -167,14 +159,6 @@ class SysModules(Flat):
             if saved.get(key, MISSING) is not value
         ]
         found += [(key, value, MISSING) for key, value in saved.items() if key not in now]
-        added = {
-            key: new
-            for key, old, new in found
-            if old is MISSING and isinstance(new, types.ModuleType)
-        }
-        self.removable = set()
-        if self.new_modules is not None and added and self.taking_out:
-            self.removable = self.new_modules.removable(added)
         return found
 
     def added_since(self, saved: object) -> set[str]:
@@ -186,22 +170,25 @@ class SysModules(Flat):
     def label(self, key: str) -> str:
         return f"sys.modules[{key!r}]"
 
+    def show(self, value: object) -> str:
+        """A module by its file: two copies of one module differ only there."""
+        if isinstance(value, types.ModuleType):
+            where = getattr(value, "__file__", None)
+            return f"<module {value.__name__!r} from {where!r}>" if where else repr(value)
+        return describe(value)
+
     def is_leak(self, key: str, old: object, new: object) -> bool:
-        if new is MISSING:
-            return False
         if key == "Path" and type(new).__module__.startswith("pyfakefs."):
             return False  # pyfakefs leaves it there by design, even after its fs fixture
-        if old is MISSING and isinstance(new, types.ModuleType):
-            return key in self.removable  # first imported: taken out where safe
-        return True
+        if new is MISSING:
+            # A module taken out: the next import runs its code again, beside
+            # the objects of the first one that live on elsewhere.
+            return isinstance(old, types.ModuleType)
+        return not (old is MISSING and isinstance(new, types.ModuleType))
 
     def restore(self, key: str, old: object) -> None:
         if old is MISSING:
-            module = sys.modules.get(key)
-            if isinstance(module, types.ModuleType):
-                take_out(key, module)
-            else:
-                sys.modules.pop(key, None)
+            sys.modules.pop(key, None)
         else:
             sys.modules[key] = cast(types.ModuleType, old)
 

@@ -116,7 +116,10 @@ class LeakLog:
         )
         verbose = reporter.config.get_verbosity() > 0
         more = "" if verbose else "; -v lists them"
-        done = "put back or kept" if "cached" in kinds else "put back"
+        restored = {leak.restored for leaks in routine for leak in leaks}
+        done = {frozenset({True}): "put back", frozenset({False}): "kept"}.get(
+            frozenset(restored), "put back or kept"
+        )
         reporter.write_line(
             f"isolation: routine state of {owners} {done} ({counts}; not leaks{more})"
         )

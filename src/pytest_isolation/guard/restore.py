@@ -1,7 +1,7 @@
 """Putting back what a window changed: patchers stopped first (that puts
 back all they changed, as their author meant), forgotten
-``pytest.MonkeyPatch`` objects undone, the rest key by key; never a closed
-resource, never a lazily created one that holds a resource, never a module
+``pytest.MonkeyPatch`` objects undone, the rest key by key where
+:mod:`.safety` says it is safe; never a closed resource, never a module
 re-imported (code elsewhere already holds its new classes)."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.routine import KINDS
 from pytest_isolation.guard.routine import Refills
-from pytest_isolation.guard.routine import holds_resource
+from pytest_isolation.guard.safety import content_of
+from pytest_isolation.guard.safety import kept_because
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
 from pytest_isolation.guard.state import is_closed
 from pytest_isolation.guard.verdict import Verdict
@@ -70,22 +71,20 @@ class Restorer:
                 undone |= {(category, key) for category, key, _ in monkeypatch_records(patcher)}
                 patcher.undo()
         reimported = reimported_modules(found)
+        contents = content_of(found)
         for item, routine in zip(found, routines, strict=True):
             hint = item.category.hint
             via = (item.category.name, item.key) in undone
-            keep = routine == "created" and holds_resource(item.new)
             # A re-import is reported, never undone: code elsewhere already
             # holds the new classes (Django REST framework's api_settings
             # resolved its filter backends to them), and old and new would mix.
             reimport = part_of_reimport(item, reimported)
-            cached = self.refills.keeps(item.category.name, item.key, routine, item.new)
-            put_back = (
-                not via
-                and not keep
-                and not reimport
-                and not cached
-                and item.category.name != "mock"
+            handled = via or reimport or item.category.name == "mock"
+            kept = "" if handled else kept_because(item, routine, contents)
+            cached = not handled and not kept and self.refills.keeps(
+                item.category.name, item.key, routine, item.new
             )
+            put_back = not handled and not kept and not cached
             closed = put_back and is_closed(item.old)
             if put_back and not closed:
                 try:
@@ -94,8 +93,8 @@ class Restorer:
                     hint = f"could not be restored ({error!r}); {hint}"
             site = self.recorders.site_of(item, sites.get(id(item.new)), seen)
             leak = describe(owner, kind, item, hint, site, routine)
-            if keep:
-                what = f"{leak.what}, kept: it holds a resource"
+            if kept:
+                what = leak.what if kept == "kept" else f"{leak.what}, {kept}"
                 leak = dataclasses.replace(leak, what=what, restored=False)
             elif cached:
                 # Kept: its own attributes are watched per test from now on,

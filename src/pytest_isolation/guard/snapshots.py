@@ -11,7 +11,6 @@ from pytest_isolation.guard.deep import Containers
 from pytest_isolation.guard.deep import LoggerConfig
 from pytest_isolation.guard.mocks import FakeFilesystem
 from pytest_isolation.guard.mocks import MockPatches
-from pytest_isolation.guard.newmodules import NewModules
 from pytest_isolation.guard.process import IMPORT_SYSTEM
 from pytest_isolation.guard.process import INTERPRETER
 from pytest_isolation.guard.process import PROCESS
@@ -37,7 +36,7 @@ class Snapshots:
         self.deep = deep
         self.attributes = Attributes(sites)
         self.containers = Containers(nest_everywhere=deep)
-        self.sys_modules = SysModules(NewModules(watch.project_module))
+        self.sys_modules = SysModules()
         categories: list[Category] = [
             MockPatches(),
             FakeFilesystem(),

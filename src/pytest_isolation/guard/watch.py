@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import types
 from collections.abc import Generator
 from functools import partial
@@ -30,7 +29,6 @@ from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
-from pytest_isolation.guard import bindings
 from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.leftovers import Leftovers
 from pytest_isolation.guard.messages import describe
@@ -42,7 +40,6 @@ from pytest_isolation.guard.mocks import patched_by
 from pytest_isolation.guard.mocks import resume_pyfakefs
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import target_of
-from pytest_isolation.guard.mocks import time_patched
 from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.report import LeakLog
 from pytest_isolation.guard.report import Settler
@@ -53,7 +50,6 @@ from pytest_isolation.guard.snapshots import Snapshots
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.values import FixtureValues
 from pytest_isolation.guard.verdict import Verdict
-from pytest_isolation.guard.verdict import first_import
 from pytest_isolation.guard.verdict import package_logger
 from pytest_isolation.guard.windows import Diffs
 from pytest_isolation.guard.windows import FixtureWindows
@@ -164,32 +160,7 @@ class LeakGuard:
         left it is the test's starting point."""
         if self.window is None or not self.recorders.listening:
             return
-        spaces = self.watch.spaces_of(module.__name__, module)
-        if self._under_patch(self.window, module):
-            self.window.patched_imports.add(module.__name__)
-        self.snapshots.adopt(spaces)
-
-    def _under_patch(self, window: Window, module: types.ModuleType) -> bool:
-        """Whether a module's import ended while a patch was in effect: a
-        time patcher, a mock patch started in the window, or a name it bound
-        by ``from x import y`` where ``x.y`` is not what it was when the
-        window opened (a ``with mock.patch(...)``, a hand-made patch).  Such
-        a module holds stand-ins; the test that imported it may rely on it
-        staying (freezegun puts the real values into it when it stops)."""
-        if time_patched():
-            return True
-        if any(not any(p is q for q in window.patches) for p in active_patches()):
-            return True
-        saved = self.snapshots.tier.saved.get(self.snapshots.attributes)
-        changed = self.snapshots.attributes.changed_spaces(saved)
-        if not changed:  # no namespace rebound since the window opened: no source parsed
-            return False
-        before = {space.prefix: space.copy for space in changed}
-        for source, name in bindings.from_imports(module).values():
-            was = before.get(source, {}).get(name, MISSING)
-            if was is not MISSING and was is not getattr(sys.modules.get(source), name, was):
-                return True
-        return False
+        self.snapshots.adopt(self.watch.spaces_of(module.__name__, module))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -232,7 +203,6 @@ class LeakGuard:
             for item in changes(self.snapshots.tier, before)
             if not pytest_path_insert(item, collector.path)
             and not self.verdict.library_set(item)
-            and not first_import(item)
             and not package_logger(item)
         ]
         self.snapshots.tier.rebase()  # the tests of this file start from what the import left
@@ -513,7 +483,6 @@ class LeakGuard:
             item
             for item in found
             if not allow.allowed(self.allowances, item.category.name, subject(item))
-            and not first_import(item)
         ]
         leaks = self.restorer.restore(owner, "fixture", found, {**seen, **self.recorders.seen})
         if self.last_teardown:
@@ -550,14 +519,10 @@ class LeakGuard:
         if not changed:
             return []
         leaks: list[Leak] = []
-        self.snapshots.sys_modules.taking_out = window.kind == "test"
-        try:
-            for first in (True, False):
-                group = [c for c in changed if (c.name in PATCHERS) == first]
-                found = self.verdict.found(window, Tier(group), tier.saved)
-                leaks += self.restorer.restore(window.owner, window.kind, found)
-        finally:
-            self.snapshots.sys_modules.taking_out = False
+        for first in (True, False):
+            group = [c for c in changed if (c.name in PATCHERS) == first]
+            found = self.verdict.found(window, Tier(group), tier.saved)
+            leaks += self.restorer.restore(window.owner, window.kind, found)
         for category in changed:
             # Everything put back: the snapshot is current again, and a new one
             # (a copy of every watched namespace) would cost more than the test.

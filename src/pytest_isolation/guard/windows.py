@@ -120,9 +120,6 @@ class Window:
     item: pytest.Item | None = None
     #: Mock patches active when the window opened (a session's, pytest-mock's).
     patches: list[object] = dataclasses.field(default_factory=list)
-    #: Modules first imported in the window while a patch was active: kept
-    #: in ``sys.modules`` (see :meth:`LeakGuard._module_loaded`).
-    patched_imports: set[str] = dataclasses.field(default_factory=set)
 
     def excused(self, key: Key, old: object, new: object) -> bool:
         """Whether ``old -> new`` is what a fixture's setup or teardown did.
