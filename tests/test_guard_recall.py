@@ -1,7 +1,9 @@
 """Recall: the order-dependent patterns real projects have (from the
 International Dataset of Flaky Tests), each a polluter and its victim in
 another file.  Without the guard every victim fails after its polluter; the
-default tier restores each one, in a plain run and in file mode."""
+default tier names each polluter and restores each victim whose state is safe
+to put back, in a plain run; file mode restores every one (issue 45: what a
+test created, a counter advanced or a registry filled, is kept in a process)."""
 
 from __future__ import annotations
 
@@ -131,12 +133,22 @@ def test_every_victim_fails_without_the_guard(pytester: pytest.Pytester) -> None
     result.assert_outcomes(passed=12, failed=12)
 
 
+#: Victims whose state the guard keeps in one process: a counter advanced (the
+#: store it numbers may stay), a container that only grew (whatever filled it may
+#: remember that it did); a plain run fails them too.
+KEPT_IN_PROCESS = ("test_v_append", "test_v_rule", "test_v_factory")
+
+
 def test_the_default_tier_restores_every_pattern(
     pytester: pytest.Pytester, mode: tuple[str, ...]
 ) -> None:
     _write(pytester)
     result = pytester.runpytest_subprocess(*mode, "-p", "no:randomly", "-v", timeout=TIMEOUT)
-    result.assert_outcomes(passed=24)
+    if "--isolation-mode=file" in mode:
+        result.assert_outcomes(passed=24)
+    else:
+        result.assert_outcomes(passed=21, failed=3)
+        result.stdout.fnmatch_lines([f"*test_victims.py::{name} FAILED*" for name in KEPT_IN_PROCESS])
     assert warned(result) == 6
     # Leaks are named with the test that made them ...
     result.stdout.fnmatch_lines(
@@ -160,7 +172,7 @@ def test_the_default_tier_restores_every_pattern(
     # ... and routine state (counters, lazily created, lazily filled) too, without a warning.
     result.stdout.fnmatch_lines(
         [
-            "isolation: routine state of 8 tests put back"
+            "isolation: routine state of 8 tests put back or kept"
             " (2 counters advanced, 3 created lazily, 1 filled lazily; not leaks)",
             "  [[]attribute] proj.models.Base.strict, created lazily (now True)"
             " (test_polluters.py::test_base_attr)",

@@ -29,11 +29,6 @@ KIND_NOUNS = {
     "filled": ("filled lazily", "filled lazily"),
     "rebuilt": ("private cache rebuilt", "private caches rebuilt"),
     "ended": ("left by a fixture after the last test", "left by fixtures after the last test"),
-    "imported": (
-        "module first imported, taken out again",
-        "modules first imported, taken out again",
-    ),
-    "cached": ("cache built again the same way, kept", "caches built again the same way, kept"),
 }
 
 
@@ -110,7 +105,7 @@ class LeakLog:
         owners = _counted([leak for leaks in routine for leak in leaks])
         kinds: dict[str, int] = defaultdict(int)
         for leaks in routine:
-            kinds[_kind(leaks)] += 1
+            kinds[leaks[0].routine] += 1
         counts = ", ".join(
             f"{count} {KIND_NOUNS[kind][count != 1]}" for kind, count in sorted(kinds.items())
         )
@@ -130,8 +125,7 @@ class LeakLog:
             count = len({leak.owner for leak in leaks})
             many = f"{count} tests, first " if count > 1 else ""  # agrees: count > 1
             site = f", at {first.site}" if first.site else ""
-            kept = next((leak.what for leak in leaks if leak.routine == "cached"), first.what)
-            reporter.write_line(f"  [{first.category}] {kept}{site} ({many}{first.owner})")
+            reporter.write_line(f"  [{first.category}] {first.what}{site} ({many}{first.owner})")
 
 
 #: How many attributes of one object a summary line names before "and N more".
@@ -188,11 +182,6 @@ def _error_text(pending: list[tuple[Leak, str]]) -> str:
             who = f"{first.owner} " if named else ""
             lines.append(f"{who}leaked {line.removeprefix('[attribute] ')}; {first.hint}")
     return "\n".join(lines)
-
-
-def _kind(leaks: list[Leak]) -> str:
-    """A key's routine kind: kept as a cache once it was, else its first."""
-    return "cached" if any(leak.routine == "cached" for leak in leaks) else leaks[0].routine
 
 
 def _counted(leaks: list[Leak]) -> str:

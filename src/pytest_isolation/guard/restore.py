@@ -18,8 +18,6 @@ from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.recorders import Recorders
-from pytest_isolation.guard.routine import KINDS
-from pytest_isolation.guard.routine import Refills
 from pytest_isolation.guard.safety import content_of
 from pytest_isolation.guard.safety import kept_because
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
@@ -41,7 +39,6 @@ class Restorer:
         self.verdict = verdict
         self.recorders = recorders
         self.restores = restores
-        self.refills = Refills()
 
     def restore(
         self,
@@ -81,10 +78,7 @@ class Restorer:
             reimport = part_of_reimport(item, reimported)
             handled = via or reimport or item.category.name == "mock"
             kept = "" if handled else kept_because(item, routine, contents)
-            cached = not handled and not kept and self.refills.keeps(
-                item.category.name, item.key, routine, item.new
-            )
-            put_back = not handled and not kept and not cached
+            put_back = not handled and not kept
             closed = put_back and is_closed(item.old)
             if put_back and not closed:
                 try:
@@ -96,13 +90,6 @@ class Restorer:
             if kept:
                 what = leak.what if kept == "kept" else f"{leak.what}, {kept}"
                 leak = dataclasses.replace(leak, what=what, restored=False)
-            elif cached:
-                # Kept: its own attributes are watched per test from now on,
-                # so a test that changes the kept object is still seen.
-                self.verdict.watch.add_object(item.key, item.new)
-                label = item.category.label(item.key)
-                what = f"{label}, {KINDS['cached']}"
-                leak = dataclasses.replace(leak, what=what, restored=False, routine="cached")
             elif reimport:
                 leak = dataclasses.replace(leak, restored=False)
             elif closed:

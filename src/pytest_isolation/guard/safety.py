@@ -23,14 +23,14 @@ else built upon:
 
 What a test *created* is kept: a module first imported, a counter advanced
 (the store it numbers stays), a cache or registry filled (whatever remembers
-that it was filled stays), a private cache rebuilt, a logger created.  A
-lazily created object is put back only when nothing but its own attribute
-refers to it (a singleton that registered itself in a registry stays).
+that it was filled stays), a private cache rebuilt, a logger created, an
+object created lazily (it may have registered itself, or its name, or its
+parts, anywhere in the process: no check short of a process boundary proves
+it did not).
 """
 
 from __future__ import annotations
 
-import gc
 import types
 
 from pytest_isolation.guard.deep import Content
@@ -40,7 +40,7 @@ from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.windows import Found
 
 #: Routine kinds kept as the test left them (see :data:`.routine.KINDS`).
-KEPT_ROUTINE = frozenset({"counter", "filled", "imported", "rebuilt"})
+KEPT_ROUTINE = frozenset({"counter", "created", "filled", "rebuilt"})
 
 #: Values whose state is their identity or their equality: whole by nature.
 _WHOLE = (str, bytes, int, float, complex, bool, type(None), frozenset, tuple, range)
@@ -53,14 +53,10 @@ def kept_because(item: Found, routine: str, contents: dict[int, Content]) -> str
     """Why ``item`` stays as the test left it, in words for its report, or
     ``""`` when putting it back is safe.  ``contents``: the saved content of
     the containers the window changed, by the container's ``id``."""
+    if routine == "created" and holds_resource(item.new):
+        return "kept: it holds a resource"
     if routine in KEPT_ROUTINE:
         return "kept"
-    if routine == "created":
-        if holds_resource(item.new):
-            return "kept: it holds a resource"
-        if referenced_elsewhere(item):
-            return "kept: other objects refer to it"
-        return ""
     if item.category.name in _LOGGING and item.old is MISSING:
         return "kept: the logger did not exist before the test"
     if item.category.name == "attribute" and _may_hold_changes(item.old, item.new, contents):
@@ -78,38 +74,6 @@ def _may_hold_changes(old: object, new: object, contents: dict[int, Content]) ->
         return False
     saved = contents.get(id(old))
     return saved is None or saved.container is not old  # else put back with its content
-
-
-def referenced_elsewhere(item: Found) -> bool:
-    """Whether anything but the attribute that holds it (and the guard's own
-    records) refers to the lazily created ``item.new``: a registry, a cache,
-    another object.  A scan of the heap, made only for created values."""
-    value = item.new
-    where = getattr(item.category, "where", {}).get(item.key)
-    owner = where[0] if where is not None else None
-    # The owner's namespace: a module's or an object's dict, a class's
-    # (behind its mappingproxy), or the object itself (inline values); read
-    # ``__dict__`` first, which may make the dict the heap then shows.
-    holders = [owner, getattr(owner, "__dict__", None), *gc.get_referents(owner)]
-    ours = (Found, Content)
-    for referrer in gc.get_referrers(value):
-        if any(referrer is holder for holder in holders):
-            continue
-        if referrer is value or isinstance(referrer, ours):
-            continue
-        if isinstance(referrer, types.FrameType):
-            continue
-        if isinstance(referrer, tuple) and len(referrer) == 3 and referrer[2] is value:
-            continue  # a diff's (key, old, new)
-        if isinstance(referrer, dict) and _namespace_of_ours(referrer):
-            continue
-        return True
-    return False
-
-
-def _namespace_of_ours(namespace: dict[str, object]) -> bool:
-    """A ``Found``'s own ``__dict__`` (before 3.12 the heap shows it, not the object)."""
-    return set(namespace) == {"category", "key", "old", "new"}
 
 
 def content_of(found: list[Found]) -> dict[int, Content]:
