@@ -440,6 +440,7 @@ class LeakGuard:
                     for inner_key in inner:
                         owned.pop(inner_key, None)
             self.fixtures.open[id(fixturedef)] = (before, owned, dict(self.recorders.seen))
+            self.fixtures.opened(fixturedef)
             # Runs first among the fixture's finalizers: the state before its teardown.
             fixturedef.addfinalizer(partial(self._before_teardown, fixturedef))
             for window in (self.window, self.file_window):
@@ -484,6 +485,13 @@ class LeakGuard:
             for item in found
             if not allow.allowed(self.allowances, item.category.name, subject(item))
         ]
+        heir = self.fixtures.heir(fixturedef)
+        if heir is not None and found:
+            # Judged when the fixture it requested ends, which may undo it.
+            heir_owned = self.fixtures.open[heir][1]
+            for item in found:
+                heir_owned.setdefault((item.category, item.key), (item.old, item.new))
+            found = []
         leaks = self.restorer.restore(owner, "fixture", found, {**seen, **self.recorders.seen})
         if self.last_teardown:
             # Finalized after the last test (of the run, or of the file's

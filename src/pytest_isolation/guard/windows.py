@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,6 +155,29 @@ class FixtureWindows:
         default_factory=dict
     )
     pre_teardown: dict[int, dict[Category, object]] = dataclasses.field(default_factory=dict)
+    #: The alive higher-scoped fixtures each one requested, by ``id``.
+    requested: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+    #: The newest alive fixture of each name, by name: its ``id``.
+    by_name: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def opened(self, fixturedef: Any) -> None:
+        """Note a fixture set up, and the alive fixtures it requested."""
+        key = id(fixturedef)
+        self.requested[key] = [
+            self.by_name[name] for name in fixturedef.argnames if name in self.by_name
+        ]
+        self.by_name[fixturedef.argname] = key
+
+    def heir(self, fixturedef: Any) -> int | None:
+        """A fixture this one requested that is still alive, and whose own
+        teardown may undo what this one did through it (``class_mocker``
+        stops the patches a class fixture started with it): what this one
+        left is judged when that one ends."""
+        key = id(fixturedef)
+        if self.by_name.get(fixturedef.argname) == key:
+            del self.by_name[fixturedef.argname]
+        alive = [other for other in self.requested.pop(key, []) if other in self.open]
+        return alive[0] if alive else None
 
 
 def follows(category: Category, key: str, old: object, delta: Delta, new: object) -> bool:
