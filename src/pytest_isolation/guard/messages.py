@@ -56,6 +56,8 @@ def describe(
         what = f"{label}, a counter (was {old}, now {new})"
     elif routine == "created":
         what = f"{label}, created lazily (now {new})"
+    elif routine == "imported":
+        what = f"{label}, first imported"
     elif same_items(item.old, item.new):
         what = f"{label} (rebound to a new list with the same items)"
     elif isinstance(item.old, ListState) and isinstance(item.new, ListState):

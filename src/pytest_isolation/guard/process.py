@@ -125,14 +125,20 @@ class _Modules(dict[str, object]):
 class SysModules(Flat):
     """``sys.modules``: modules replaced or taken out, and non-modules injected.
 
-    A module a test imports for the first time is neither a leak nor taken
-    out again: what its import registered elsewhere (a metric in a registry,
-    a logger class, a subclass in its base's registry) stays, and a second
-    import would register it again or leave live objects of the old classes.
+    A module a test imports for the first time is never taken out again:
+    what its import registered elsewhere (a metric in a registry, a logger
+    class, a subclass in its base's registry) stays, and a second import
+    would register it again or leave live objects of the old classes.  A
+    project module's first import is routine state (listed under ``-v``);
+    a library's is not mentioned.
     """
 
     name = "sys.modules"
     hint = "use monkeypatch.setitem(sys.modules, ...) or mock.patch.dict(sys.modules, ...)"
+
+    def __init__(self, project: Callable[[str, types.ModuleType], bool] | None = None) -> None:
+        #: Whether a module is the project's (its first import is listed).
+        self.project = project
 
     def snapshot(self) -> object:
         saved = _Modules(sys.modules)
@@ -184,7 +190,9 @@ class SysModules(Flat):
             # A module taken out: the next import runs its code again, beside
             # the objects of the first one that live on elsewhere.
             return isinstance(old, types.ModuleType)
-        return not (old is MISSING and isinstance(new, types.ModuleType))
+        if old is MISSING and isinstance(new, types.ModuleType):
+            return self.project is not None and self.project(key, new)
+        return True
 
     def restore(self, key: str, old: object) -> None:
         if old is MISSING:

@@ -29,6 +29,7 @@ KIND_NOUNS = {
     "filled": ("filled lazily", "filled lazily"),
     "rebuilt": ("private cache rebuilt", "private caches rebuilt"),
     "ended": ("left by a fixture after the last test", "left by fixtures after the last test"),
+    "imported": ("module first imported", "modules first imported"),
 }
 
 

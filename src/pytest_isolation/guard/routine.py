@@ -25,6 +25,7 @@ KINDS = {
     "created": "created lazily",
     "filled": "filled lazily",
     "rebuilt": "a private cache rebuilt",
+    "imported": "first imported",
     "ended": "left by a fixture finalized after the last test",
 }
 

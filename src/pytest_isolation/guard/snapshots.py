@@ -36,7 +36,7 @@ class Snapshots:
         self.deep = deep
         self.attributes = Attributes(sites)
         self.containers = Containers(nest_everywhere=deep)
-        self.sys_modules = SysModules()
+        self.sys_modules = SysModules(watch.project_module)
         categories: list[Category] = [
             MockPatches(),
             FakeFilesystem(),

@@ -85,6 +85,7 @@ class Verdict:
             and not self._toward_real_value(item, keys)
             and not self._set_by_a_library_import(item, imported)
             and not pytest_package_insert(item, window.item)
+            and not (first_import(item) and window.kind != "test")
             and (item.category.name, item.key) not in self.imported
             and not allow.allowed(window.allowances, item.category.name, subject(item))
         ]
@@ -145,6 +146,15 @@ class Verdict:
         if owner is not None and self.watch.assigned_by_a_test(owner, name):
             return ""  # a test module's own code sets it: ``Base.extra = 1``
         return classify(item.category.name, item.key, item.old, item.new, owner)
+
+
+def first_import(item: Found) -> bool:
+    """A module first imported in the window (kept; routine only in a test's window)."""
+    return (
+        item.category.name == "sys.modules"
+        and item.old is MISSING
+        and isinstance(item.new, types.ModuleType)
+    )
 
 
 def package_logger(item: Found) -> bool:

@@ -50,6 +50,7 @@ from pytest_isolation.guard.snapshots import Snapshots
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.values import FixtureValues
 from pytest_isolation.guard.verdict import Verdict
+from pytest_isolation.guard.verdict import first_import
 from pytest_isolation.guard.verdict import package_logger
 from pytest_isolation.guard.windows import Diffs
 from pytest_isolation.guard.windows import FixtureWindows
@@ -203,6 +204,7 @@ class LeakGuard:
             for item in changes(self.snapshots.tier, before)
             if not pytest_path_insert(item, collector.path)
             and not self.verdict.library_set(item)
+            and not first_import(item)
             and not package_logger(item)
         ]
         self.snapshots.tier.rebase()  # the tests of this file start from what the import left
@@ -484,6 +486,7 @@ class LeakGuard:
             item
             for item in found
             if not allow.allowed(self.allowances, item.category.name, subject(item))
+            and not first_import(item)
         ]
         heir = self.fixtures.heir(fixturedef)
         if heir is not None and found:
