@@ -237,11 +237,11 @@ def _write_suite(pytester: pytest.Pytester) -> None:
 
 
 #: The suite's lazily created state (app.config's ``settings()`` and
-#: ``Service.get()``) and its lazily filled cache: put back after each test,
-#: never a leak.
+#: ``Service.get()``) and its lazily filled cache: kept as a plain run keeps
+#: them, never a leak.
 ROUTINE = (
-    "isolation: routine state of 3 tests put back or kept"
-    " (3 caches built again the same way, kept, 1 filled lazily; not leaks; -v lists them)"
+    "isolation: routine state of 3 tests kept"
+    " (2 created lazily, 1 filled lazily; not leaks; -v lists them)"
 )
 
 
@@ -261,19 +261,13 @@ def test_clean_suite_s_routine_state_is_listed_with_v(pytester: pytest.Pytester)
     result.assert_outcomes(passed=24)
     result.stdout.fnmatch_lines(
         [
-            # ``decimal`` (with ``fractions``), first imported by each test: taken
-            # out after the first, imported again by the second, then kept.
-            "isolation: routine state of 3 tests put back or kept"
-            " (3 caches built again the same way, kept, 1 filled lazily; not leaks)",
-            # Put back after the first test, built again the same way by the
-            # second: a cache, kept from then on (the singleton's own
-            # attributes are watched per test from then on).
-            "  [[]attribute] app.config.Service.instance, built again the same way after it was"
-            " put back: a cache, kept"
-            " (2 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
-            "  [[]attribute] app.config._settings, built again the same way after it was put"
-            " back: a cache, kept"
-            " (2 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
+            "isolation: routine state of 3 tests kept (2 created lazily, 1 filled lazily;"
+            " not leaks)",
+            "  [[]attribute] app.config.Service.instance, created lazily"
+            " (now <app.config.Service object at *>)"
+            " (tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
+            "  [[]attribute] app.config._settings, created lazily (now {'home': *})"
+            " (tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
             "  [[]container] app.config._cache (mutated in place), filled lazily (added 1)"
             " (3 tests, first tests/test_builtin_fixtures.py::test_lazy_state[[]1])",
         ]

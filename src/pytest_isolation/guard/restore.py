@@ -7,6 +7,7 @@ re-imported (code elsewhere already holds its new classes)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard.messages import describe
@@ -18,9 +19,9 @@ from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
 from pytest_isolation.guard.recorders import Recorders
-from pytest_isolation.guard.safety import content_of
 from pytest_isolation.guard.safety import kept_because
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
+from pytest_isolation.guard.state import Category
 from pytest_isolation.guard.state import is_closed
 from pytest_isolation.guard.verdict import Verdict
 from pytest_isolation.guard.windows import Found
@@ -46,6 +47,7 @@ class Restorer:
         kind: str,
         found: list[Found],
         seen: Seen | None = None,
+        saved: Mapping[Category, object] | None = None,
     ) -> list[Leak]:
         """Put leaked state back: patchers stopped, forgotten MonkeyPatches
         undone, the rest key by key."""
@@ -68,7 +70,8 @@ class Restorer:
                 undone |= {(category, key) for category, key, _ in monkeypatch_records(patcher)}
                 patcher.undo()
         reimported = reimported_modules(found)
-        contents = content_of(found)
+        contents = (saved or {}).get(self.verdict.containers) or {}
+        assert isinstance(contents, dict)
         for item, routine in zip(found, routines, strict=True):
             hint = item.category.hint
             via = (item.category.name, item.key) in undone

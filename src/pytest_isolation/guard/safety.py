@@ -10,11 +10,12 @@ else built upon:
   environment, the working directory, ``sys.path``/``sys.argv``/
   ``sys.meta_path``, signal handlers and the like: the old value is a plain
   value or a list the guard copied;
-- the logging configuration of a logger that existed before the test;
+- the logging configuration of a logger (a logger the test created back to
+  a fresh logger's: a project's own set-up of its logger is routine, kept);
 - a module or class attribute rebound away from a value that existed
   before the test, when that old value is itself as it was: a plain value,
   a function, a class, a module, a container whose content the guard saved
-  (it is put back with it), or an object replaced by one of another kind
+  (its content as it was), or an object replaced by one of another kind
   (a stand-in); never an object replaced by a fresh one of its own kind
   that the guard cannot see into (a mock library's registry swapped for a
   new one on reset holds what the test registered);
@@ -23,17 +24,18 @@ else built upon:
 
 What a test *created* is kept: a module first imported, a counter advanced
 (the store it numbers stays), a cache or registry filled (whatever remembers
-that it was filled stays), a private cache rebuilt, a logger created, an
-object created lazily (it may have registered itself, or its name, or its
-parts, anywhere in the process: no check short of a process boundary proves
-it did not).
+that it was filled stays), a private cache rebuilt, an object created
+lazily (it may have registered itself, its name or its parts anywhere in
+the process: no check short of a process boundary proves it did not).
 """
 
 from __future__ import annotations
 
 import types
+from collections.abc import Mapping
 
 from pytest_isolation.guard.deep import Content
+from pytest_isolation.guard.deep import items_of
 from pytest_isolation.guard.routine import holds_resource
 from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
@@ -45,37 +47,29 @@ KEPT_ROUTINE = frozenset({"counter", "created", "filled", "imported", "rebuilt"}
 #: Values whose state is their identity or their equality: whole by nature.
 _WHOLE = (str, bytes, int, float, complex, bool, type(None), frozenset, tuple, range)
 
-#: Categories whose key is a logger, created in the window when ``old`` is unset.
-_LOGGING = frozenset({"logging", "logger"})
 
-
-def kept_because(item: Found, routine: str, contents: dict[int, Content]) -> str:
+def kept_because(item: Found, routine: str, contents: Mapping[str, Content]) -> str:
     """Why ``item`` stays as the test left it, in words for its report, or
-    ``""`` when putting it back is safe.  ``contents``: the saved content of
-    the containers the window changed, by the container's ``id``."""
+    ``""`` when putting it back is safe.  ``contents``: the content of the
+    watched containers when the window opened, by their key."""
     if routine == "created" and holds_resource(item.new):
         return "kept: it holds a resource"
     if routine in KEPT_ROUTINE:
         return "kept"
-    if item.category.name in _LOGGING and item.old is MISSING:
-        return "kept: the logger did not exist before the test"
-    if item.category.name == "attribute" and _may_hold_changes(item.old, item.new, contents):
+    if item.category.name == "attribute" and _may_hold_changes(item, contents):
         kind = type(item.old).__name__
         return f"not put back: the old {kind} may hold what the test changed"
     return ""
 
 
-def _may_hold_changes(old: object, new: object, contents: dict[int, Content]) -> bool:
-    """Whether ``old``, rebound to ``new`` of its own kind, may have been
-    changed in place before it was replaced, as far as the guard can tell."""
+def _may_hold_changes(item: Found, contents: Mapping[str, Content]) -> bool:
+    """Whether the old value, rebound to a new one of its own kind, may have
+    been changed in place before it was replaced, as far as the guard can
+    tell: unless it is a watched container whose content is as it was."""
+    old, new = item.old, item.new
     if old is MISSING or new is MISSING or type(old) is not type(new):
         return False
     if isinstance(old, (*_WHOLE, *BEHAVIOUR, types.ModuleType)):
         return False
-    saved = contents.get(id(old))
-    return saved is None or saved.container is not old  # else put back with its content
-
-
-def content_of(found: list[Found]) -> dict[int, Content]:
-    """The saved content of the containers these changes include, by ``id``."""
-    return {id(item.old.container): item.old for item in found if isinstance(item.old, Content)}
+    saved = contents.get(item.key)
+    return saved is None or saved.container is not old or items_of(old) != saved.items

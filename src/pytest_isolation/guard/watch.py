@@ -495,7 +495,9 @@ class LeakGuard:
             for item in found:
                 heir_owned.setdefault((item.category, item.key), (item.old, item.new))
             found = []
-        leaks = self.restorer.restore(owner, "fixture", found, {**seen, **self.recorders.seen})
+        leaks = self.restorer.restore(
+            owner, "fixture", found, {**seen, **self.recorders.seen}, saved=before
+        )
         if self.last_teardown:
             # Finalized after the last test (of the run, or of the file's
             # process): no test can see what it left; put back, not warned.
@@ -533,7 +535,7 @@ class LeakGuard:
         for first in (True, False):
             group = [c for c in changed if (c.name in PATCHERS) == first]
             found = self.verdict.found(window, Tier(group), tier.saved)
-            leaks += self.restorer.restore(window.owner, window.kind, found)
+            leaks += self.restorer.restore(window.owner, window.kind, found, saved=tier.saved)
         for category in changed:
             # Everything put back: the snapshot is current again, and a new one
             # (a copy of every watched namespace) would cost more than the test.
