@@ -225,12 +225,14 @@ def test_a_counter_advanced_by_every_test_is_one_line_and_no_warning(
         """
     )
     result = run(pytester, mode, "-W", "error::pytest_isolation.LeakedStateWarning")
-    result.assert_outcomes(passed=31)
+    # The counter is kept, as a plain run keeps it (objects it numbered live on):
+    # the test that wants it from 0 fails there too.
+    result.assert_outcomes(passed=30, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_many.py::test_sequence_starts_over - *"])
     result.stdout.no_fnmatch_line("*LeakedStateWarning*")
     lines = [line for line in result.outlines if "isolation:" in line and "file" not in line]
     assert lines == [
-        "isolation: routine state of 31 tests put back (1 counter advanced; not leaks; "
-        "-v lists them)"
+        "isolation: routine state of 31 tests kept (1 counter advanced; not leaks; -v lists them)"
     ]
 
 
@@ -268,17 +270,22 @@ def test_a_private_cache_rebuilt_is_routine_and_a_public_one_a_leak(
         """,
         test_zz_after="""
         from lexers import Lexer
-        def test_cache_put_back_after_the_file():
+        def test_cache_kept_in_its_process():
             assert Lexer._all_tokens == {}
         """,
     )
     result = run(pytester, mode, "-v")
-    result.assert_outcomes(passed=6)
+    # The rebuilt cache is kept in its process (a plain run keeps it): the next
+    # file sees it there, not in file mode.
+    if "--isolation-mode=file" in mode:
+        result.assert_outcomes(passed=6)
+    else:
+        result.assert_outcomes(passed=5, failed=1)
     assert warned(result) == 1
     result.stdout.fnmatch_lines(
         [
             "*test_resets_the_registry leaked lexers.Registry.PLUGINS*",
-            "*routine state of 3 tests put back (1 private cache rebuilt; not leaks)*",
+            "*routine state of 3 tests kept (1 private cache rebuilt; not leaks)*",
             "  [[]attribute[]] lexers.Lexer._all_tokens * (3 tests, first *test_lexes[[]basic[]])",
         ]
     )
@@ -437,12 +444,12 @@ def test_hostile_objects_never_break_the_guard(
     pytester.makepyfile(
         test_w="""
         from proj import things
-        def test_a(): dict.__setitem__(things.TABLE, "b", 2)
+        def test_a(): dict.__setitem__(things.TABLE, "a", 2)
         def test_c(): things.current.x = 1
         """,
         test_x="""
         from proj import things
-        def test_b(): assert dict.get(things.TABLE, "b") is None
+        def test_b(): assert dict.get(things.TABLE, "a") == 1
         """,
     )
     result = run(pytester, mode)

@@ -80,10 +80,10 @@ class Restorer:
             # resolved its filter backends to them), and old and new would mix.
             reimport = part_of_reimport(item, reimported)
             handled = via or reimport or item.category.name == "mock"
-            kept = "" if handled else kept_because(item, routine, contents)
-            put_back = not handled and not kept
-            closed = put_back and is_closed(item.old)
-            if put_back and not closed:
+            closed = not handled and is_closed(item.old)
+            by_test = self._bound_by_a_test(item)
+            kept = "" if handled or closed else kept_because(item, routine, contents, by_test)
+            if not (handled or closed or kept):
                 try:
                     item.category.restore(item.key, item.old)
                 except Exception as error:
@@ -104,3 +104,10 @@ class Restorer:
                 leak = dataclasses.replace(leak, what=what, site=site, hint=MONKEYPATCH_HINT)
             leaks.append((item, leak))
         return fold_reimports(leaks)
+
+    def _bound_by_a_test(self, item: Found) -> bool:
+        """An attribute the test module's own code binds (``Registry.PLUGINS = {...}``)."""
+        if item.category.name != "attribute":
+            return False
+        where = getattr(item.category, "where", {}).get(item.key)
+        return isinstance(where, tuple) and self.verdict.watch.assigned_by_a_test(*where)

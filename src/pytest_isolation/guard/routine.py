@@ -58,10 +58,10 @@ def classify(category: str, key: str, old: object, new: object, owner: object = 
             if not behaviour or lazily_loaded(owner, new):
                 return "created"
         if type(old) is type(new) and type(old) in CACHES and old is not new:
-            if grown(old, new):  # ``PLUGINS = {**PLUGINS, ...}``: filled by a bigger copy
-                return "filled"
             if private(name):
                 return "rebuilt"
+            if grown(old, new):  # ``PLUGINS = {**PLUGINS, ...}``: filled by a bigger copy
+                return "filled"
     return ""
 
 

@@ -15,10 +15,11 @@ else built upon:
 - a module or class attribute rebound away from a value that existed
   before the test, when that old value is itself as it was: a plain value,
   a function, a class, a module, a container whose content the guard saved
-  (its content as it was), or an object replaced by one of another kind
-  (a stand-in); never an object replaced by a fresh one of its own kind
-  that the guard cannot see into (a mock library's registry swapped for a
-  new one on reset holds what the test registered);
+  (its content as it was), an object replaced by one of another kind
+  (a stand-in), or a value the test module's own code replaced; never an
+  object that other code replaced by a fresh one of its own kind and that
+  the guard cannot see into (a mock library's registry swapped for a new
+  one on reset holds what the test registered);
 - a module taken out of ``sys.modules``, and what a test put there that is
   no module.
 
@@ -48,15 +49,20 @@ KEPT_ROUTINE = frozenset({"counter", "created", "filled", "imported", "rebuilt"}
 _WHOLE = (str, bytes, int, float, complex, bool, type(None), frozenset, tuple, range)
 
 
-def kept_because(item: Found, routine: str, contents: Mapping[str, Content]) -> str:
+def kept_because(
+    item: Found, routine: str, contents: Mapping[str, Content], by_test: bool = False
+) -> str:
     """Why ``item`` stays as the test left it, in words for its report, or
     ``""`` when putting it back is safe.  ``contents``: the content of the
-    watched containers when the window opened, by their key."""
+    watched containers when the window opened, by their key; ``by_test``:
+    the test module's own code binds the name (``Registry.PLUGINS = {...}``),
+    so the old value is what the test replaced, not what a library swapped
+    out after filling it."""
     if routine == "created" and holds_resource(item.new):
         return "kept: it holds a resource"
     if routine in KEPT_ROUTINE:
         return "kept"
-    if item.category.name == "attribute" and _may_hold_changes(item, contents):
+    if item.category.name == "attribute" and not by_test and _may_hold_changes(item, contents):
         kind = type(item.old).__name__
         return f"not put back: the old {kind} may hold what the test changed"
     return ""
