@@ -293,3 +293,23 @@ def test_the_import_watch_tells_an_import_from_a_lookup(
         ("fenced_import_probe_absent", False),
         ("fenced_import_probe_missing", True),
     ]
+
+
+def test_the_event_loop_policy_is_read_where_asyncio_keeps_it() -> None:
+    """``asyncio.events._event_loop_policy`` (private): the guard reads the
+    policy there so that reading it creates none."""
+    import asyncio
+    import asyncio.events
+
+    from pytest_isolation.guard.process import DEFAULT_POLICY
+    from pytest_isolation.guard.process import _loop_policy
+
+    policy = asyncio.get_event_loop_policy()
+    assert asyncio.events._event_loop_policy is policy
+    assert _loop_policy() == DEFAULT_POLICY
+    custom = type("Custom", (asyncio.DefaultEventLoopPolicy,), {})()
+    asyncio.set_event_loop_policy(custom)
+    try:
+        assert _loop_policy() is custom
+    finally:
+        asyncio.set_event_loop_policy(None)

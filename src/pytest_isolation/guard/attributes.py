@@ -25,6 +25,7 @@ from pathlib import Path
 from pytest_isolation.guard import dictversion
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.process import SYS_COVERED
+from pytest_isolation.guard.routine import hides_a_default
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
@@ -109,10 +110,7 @@ class _Saved:
             return tracked.version(self.owner) == self.version
         if self.view is not None:
             return self.view[0] == self.tag or self.settled()
-        try:
-            return len(self.live) == len(self.values) and list(self.live.values()) == self.values
-        except Exception:  # an item's __eq__ failed: it was replaced
-            return False
+        return identical(list(self.live.values()), self.values)
 
     def settled(self) -> bool:
         """A tagged namespace written to since, with every name back to its
@@ -120,16 +118,22 @@ class _Saved:
         unchanged, and the tag taken anew, so the next check is one read."""
         assert self.view is not None
         now = self.view[0]
-        try:
-            back = self.live == self.copy
-        except Exception:  # an item's __eq__ failed: it was replaced
-            return False
+        live = dict(self.live)
+        back = live.keys() == self.copy.keys() and identical(
+            [live[name] for name in self.copy], list(self.copy.values())
+        )
         if back:
             self.tag = now
         return back
 
 
 _values = operator.methodcaller("values")
+
+
+def identical(now: list[object], saved: list[object]) -> bool:
+    """The same objects, by identity: a value whose ``__eq__`` always answers
+    ``True`` (or raises) is compared as what it is, another object."""
+    return len(now) == len(saved) and all(map(operator.is_, now, saved))
 
 
 @dataclasses.dataclass
@@ -160,8 +164,8 @@ class _Snapshot(list[_Saved]):
     a few C-level passes instead of a Python loop over hundreds of
     namespaces: the tracked modules' write counts, the version tags, the
     other dicts' sizes, then all their values in one list compared by
-    identity (equality only for items that were replaced; a value whose
-    ``==`` raises makes Tier.changed check again with care)."""
+    identity only (an object whose ``__eq__`` always answers ``True`` is
+    still another object)."""
 
     _fast: _Fast | None = None
     #: The list of spaces this snapshot was taken of, position by position
@@ -191,7 +195,7 @@ class _Snapshot(list[_Saved]):
         return (
             not fast.tags_moved()
             and list(map(len, fast.lives)) == fast.sizes
-            and list(chain.from_iterable(map(_values, fast.lives))) == fast.values
+            and identical(list(chain.from_iterable(map(_values, fast.lives))), fast.values)
         )
 
     def changed_at(self) -> list[int]:
@@ -200,10 +204,10 @@ class _Snapshot(list[_Saved]):
         the saved one), so a test that changed one namespace costs no Python
         call per namespace."""
         fast = self._checks()
-        try:
-            flags = list(map(operator.ne, map(list, map(_values, fast.lives)), fast.value_lists))
-        except Exception:  # a value whose ``==`` raises: one by one, with care
-            flags = [not self[index].unchanged() for index in fast.compared]
+        flags = [
+            not identical(list(live.values()), saved)
+            for live, saved in zip(fast.lives, fast.value_lists, strict=True)
+        ]
         moved = [*fast.tags_moved(), *compress(fast.compared, flags)]
         moved += [index for index in fast.counted if not self[index].unchanged()]
         return sorted(moved)
@@ -251,19 +255,19 @@ def _name_rank(prefix: str, owner: object) -> tuple[bool, int, str]:
     return (prefix.rpartition(".")[0] != home, prefix.count("."), prefix)
 
 
-def _hides_a_default(owner: object, name: str, old: object, new: object) -> bool:
-    """An object's own attribute set (or removed) over a plain class-level
-    default with another value (``service.value = 5`` where the class says
-    ``value = 0``): a change of the object's state, not a cache filled."""
-    default = getattr(type(owner), name, MISSING)
-    if not isinstance(default, (str, bytes, int, float, bool, type(None))):
-        return False
-    value = new if old is MISSING else old
-    return not same(default, value)
-
-
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
+
+
+#: The values of a flag: what a test sets as ``Plugin.__configured__ = True``.
+_FLAG_TYPES = (bool, int, float, type(None))
+
+
+def _flag(old: object, new: object) -> bool:
+    """A dunder-named flag set or changed (``__configured__``, ``__initialised__``):
+    the interpreter's own dunders of a module or class hold no such values
+    after its creation."""
+    return (old is MISSING or isinstance(old, _FLAG_TYPES)) and isinstance(new, _FLAG_TYPES)
 
 
 def _replaceable(value: object) -> bool:
@@ -376,11 +380,13 @@ class Attributes:
             for name in space.copy.keys() | live.keys():
                 # A module's or class's dunders are the interpreter's; an
                 # object's (``self.__initialised__``) are its own state.
-                if name in skipped or (not instance and _dunder(name)):
-                    continue
                 old, new = space.copy.get(name, MISSING), live.get(name, MISSING)
+                if name in skipped or (not instance and _dunder(name) and not _flag(old, new)):
+                    continue
                 appeared = instance and (new is MISSING or old is MISSING)
-                if appeared and not _hides_a_default(space.owner, name, old, new):
+                if appeared and not hides_a_default(
+                    space.owner, name, new if old is MISSING else old
+                ):
                     continue
                 if not same(old, new) and not self.cleaned_up(space.owner, name, new):
                     key = f"{space.prefix}.{name}"
@@ -557,22 +563,28 @@ class Watchlist:
 
     def _objects_of(self, name: str, module: types.ModuleType) -> Iterable[Space]:
         """A project module's module-level objects of project classes, and
-        those held one level down in its module-level lists, tuples and dicts
-        (``factory = Factory()``, ``RULES = [Rule(), ...]``): their attributes
-        are project state too."""
+        those held up to two levels down in its module-level lists, tuples
+        and dicts (``factory = Factory()``, ``RULES = [Rule(), ...]``,
+        ``RULES = {"auth": [Rule(), ...]}``): their attributes are project
+        state too."""
         for global_name, value in list(vars(module).items()):
-            if global_name.startswith("__"):
-                continue
-            if self._project_object(value):
-                yield f"{name}.{global_name}", value
-            elif isinstance(value, (list, tuple)):
-                for index, item in enumerate(value[:OBJECTS_PER_CONTAINER]):
-                    if self._project_object(item):
-                        yield f"{name}.{global_name}[{index}]", item
-            elif isinstance(value, dict):
-                for key, item in list(value.items())[:OBJECTS_PER_CONTAINER]:
-                    if self._project_object(item):
-                        yield f"{name}.{global_name}[{key!r}]", item
+            if not global_name.startswith("__"):
+                yield from self._objects_in(f"{name}.{global_name}", value, NESTED_OBJECTS)
+
+    def _objects_in(self, key: str, value: object, depth: int) -> Iterable[Space]:
+        if self._project_object(value):
+            yield key, value
+            return
+        if depth == 0:
+            return
+        if isinstance(value, (list, tuple)):
+            items: list[tuple[object, object]] = list(enumerate(value[:OBJECTS_PER_CONTAINER]))
+        elif isinstance(value, dict):
+            items = list(value.items())[:OBJECTS_PER_CONTAINER]
+        else:
+            return
+        for index, item in items:
+            yield from self._objects_in(f"{key}[{index!r}]", item, depth - 1)
 
     def _project_object(self, value: object) -> bool:
         """An instance (with a ``__dict__``) of a class defined in the project.
@@ -723,6 +735,8 @@ def _has_dict(value: object) -> bool:
 
 #: How many items of a module-level container are looked at for project objects.
 OBJECTS_PER_CONTAINER = 64
+#: How many levels of containers below a module-level name are looked into.
+NESTED_OBJECTS = 2
 
 
 def _logger_classes() -> list[type]:

@@ -19,8 +19,14 @@ from __future__ import annotations
 import ast
 import sys
 import types
+from typing import cast
 
 from pytest_isolation.core import pysource
+
+#: Bound at import, before any test: a test may patch ``builtins.open`` or
+#: ``compile`` while a module is imported, and the guard must not call its stand-in.
+_OPEN = open
+_COMPILE = compile
 
 #: By module name: {bound name: (source module, attribute)}.
 _cache: dict[str, dict[str, tuple[str, str]]] = {}
@@ -41,8 +47,8 @@ def _read(module: types.ModuleType) -> dict[str, tuple[str, str]]:
     if not isinstance(path, str) or not path.endswith(".py"):
         return {}
     try:
-        with open(path, encoding="utf-8") as file:
-            tree = ast.parse(file.read(), path)
+        with _OPEN(path, encoding="utf-8") as file:
+            tree = cast(ast.Module, _COMPILE(file.read(), path, "exec", ast.PyCF_ONLY_AST))
     except (OSError, UnicodeDecodeError, *pysource.UNPARSABLE):
         return {}
     package = getattr(module, "__package__", None) or ""

@@ -472,11 +472,35 @@ ROOT_LOGGER = Slots(
 )
 
 
+#: The event loop policy asyncio makes on first use: a test that merely
+#: reads the policy creates it, which is no change.
+DEFAULT_POLICY = "asyncio's default"
+
+
+def _loop_policy() -> object:
+    """asyncio's event loop policy, read without creating one; any instance of
+    asyncio's default policy counts as the default.  A private attribute of
+    ``asyncio.events`` (``get_event_loop_policy()`` would create the policy);
+    ``tests/test_guard_fences.py`` fails loudly if it goes."""
+    policy = getattr(sys.modules.get("asyncio.events"), "_event_loop_policy", None)
+    default = getattr(sys.modules.get("asyncio"), "DefaultEventLoopPolicy", None)
+    if policy is None or (default is not None and type(policy) is default):
+        return DEFAULT_POLICY
+    return policy
+
+
+def _set_loop_policy(old: object) -> None:
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        asyncio.set_event_loop_policy(None if old == DEFAULT_POLICY else old)
+
+
 def _process() -> list[object]:
     return [
         *map(_read_signal, _SIGNALS),
         socket.getdefaulttimeout(),
         _umask(),
+        _loop_policy(),
     ]
 
 
@@ -490,10 +514,14 @@ PROCESS = Slots(
         },
         "socket.getdefaulttimeout()": (socket.getdefaulttimeout, _set_socket_timeout),
         "the umask": (_umask, _set_umask),
+        "the asyncio event loop policy": (_loop_policy, _set_loop_policy),
     },
     formats={
         **{f"the handler of {signal.Signals(number).name}": _show_handler for number in _SIGNALS},
         "the umask": lambda value: oct(value) if isinstance(value, int) else describe(value),
+        "the asyncio event loop policy": lambda value: (
+            str(value) if value == DEFAULT_POLICY else describe(value)
+        ),
     },
     reader=_process,
 )

@@ -49,6 +49,8 @@ def classify(category: str, key: str, old: object, new: object, owner: object = 
         advanced = type(old) is int and type(new) is int and new > old
         if advanced and (COUNTER_NAME.search(name) or private(name)):  # ``_lastrowid`` too
             return "counter"
+        if old is MISSING and hides_a_default(owner, name, new):
+            return ""  # ``rule.enabled = False`` over the class's ``enabled = True``
         if (old is None or old is MISSING) and new is not MISSING:
             behaviour = callable(new) or issubclass(type(new), BEHAVIOUR)
             # Installing behaviour (a function, a class, a mock) is a patch,
@@ -72,6 +74,16 @@ CACHES = (dict, list, set)
 def private(name: str) -> bool:
     """``_name``: an implementation detail, not a dunder."""
     return name.startswith("_") and not name.startswith("__")
+
+
+def hides_a_default(owner: object, name: str, value: object) -> bool:
+    """An object's own attribute set over a plain class-level default with
+    another value: a change of the object's state, not something created."""
+    if owner is None or isinstance(owner, (type, types.ModuleType)):
+        return False
+    default = getattr(type(owner), name, MISSING)
+    plain = (str, bytes, int, float, bool, type(None))
+    return isinstance(default, plain) and not (type(default) is type(value) and default == value)
 
 
 def lazily_loaded(owner: object, value: object) -> bool:
