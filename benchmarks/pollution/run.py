@@ -37,6 +37,7 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import glob
 import hashlib
@@ -95,10 +96,8 @@ def run_cmd(
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             out, _ = proc.communicate()
             return None, out + f"\n[run.py: timed out after {timeout:.0f} s]\n"
         return proc.returncode, out
@@ -350,7 +349,9 @@ def collected_order(
     return [line.strip() for line in out.splitlines() if "::" in line and " " not in line]
 
 
-def run_case(case: dict[str, Any], tree: Path, venv: Path, work: Path, timeout: float) -> dict[str, Any]:
+def run_case(
+    case: dict[str, Any], tree: Path, venv: Path, work: Path, timeout: float
+) -> dict[str, Any]:
     pol, vic = case["polluter"], case["victim"]
     key = case["expected_key_substring"]
     plain_opts = ["-p", "no:isolation", "-p", "no:randomly"]
@@ -381,8 +382,13 @@ def run_case(case: dict[str, Any], tree: Path, venv: Path, work: Path, timeout: 
     finder_json.unlink(missing_ok=True)
     finder = go(
         "finder",
-        [*guard_opts, f"--isolation-find-polluter={vic}", f"--isolation-find-json={finder_json}"]
-        + [f"--isolation-find-timeout={timeout:.0f}", *finder_paths],
+        [
+            *guard_opts,
+            f"--isolation-find-polluter={vic}",
+            f"--isolation-find-json={finder_json}",
+            f"--isolation-find-timeout={timeout:.0f}",
+            *finder_paths,
+        ],
     )
     finder_result: dict[str, Any] = {}
     if finder_json.is_file():
@@ -483,16 +489,18 @@ def report(
         "# Pollution corpus: the leak guard on real order-dependent tests",
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"- plugin commit: {commit or 'unknown'}" + (" (with uncommitted changes)" if dirty else ""),
+        f"- plugin commit: {commit or 'unknown'}"
+        + (" (with uncommitted changes)" if dirty else ""),
         f"- python: {', '.join(pythons)} (cases' venvs); runner {platform.python_version()}",
         f"- command: `{command}`",
-        f"- cases: {len(records)} run" + (f", {len(failures)} could not be prepared" if failures else ""),
+        f"- cases: {len(records)} run"
+        + (f", {len(failures)} could not be prepared" if failures else ""),
         "",
         "Columns: **reproduced** the victim passes alone and fails after the polluter, plain; "
         "**named** the guard's summary names the polluter's node id as the owner of a leak whose "
         "text contains the case's expected key; **restored** the victim passes after the polluter "
-        "with the guard; **deep** the same two with `--isolation-leaks-deep`; **broke** a test that "
-        "passes plain fails with the guard or the deep tier (the pair, the victim alone, the "
+        "with the guard; **deep** the same two with `--isolation-leaks-deep`; **broke** a test "
+        "that passes plain fails with the guard or the deep tier (the pair, the victim alone, the "
         "polluter alone); **file** the victim passes under `--isolation-mode=file`; **finder** "
         "`--isolation-find-polluter` named the polluter.",
         "",
@@ -502,25 +510,20 @@ def report(
     total = len(records)
     lines += totals_table(records, total)
     lines += ["", "## Per class of state", ""]
-    lines += [
-        "| class | cases | named | restored | named (deep) | restored (deep) | broke | file prevents | finder |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    lines += class_header("class")
     for klass in sorted({r["state_class"] for r in records}):
         rs = [r for r in records if r["state_class"] == klass]
         lines.append(class_row(klass, rs))
     lines.append(class_row("**all**", records))
     lines += ["", "## Same file vs different files", ""]
-    lines += [
-        "| pair | cases | named | restored | named (deep) | restored (deep) | broke | file prevents | finder |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    lines += class_header("pair")
     for same in (True, False):
         rs = [r for r in records if r["same_file"] is same]
         lines.append(class_row("same file" if same else "different files", rs))
     lines += ["", "## Per case", ""]
     lines += [
-        "| case | class | same file | reproduced | named | restored | deep named/restored | broke | file | finder |",
+        "| case | class | same file | reproduced | named | restored | deep named/restored "
+        "| broke | file | finder |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in records:
@@ -537,7 +540,8 @@ def report(
                     f"{yes(r['named_deep'])}/{yes(r['restored_deep'])}",
                     cell("; ".join(r["broke"])) or "-",
                     r["file_victim"],
-                    yes(r["finder_named"]) + ("" if r["finder_named"] else f" ({r['finder_outcome']})"),
+                    yes(r["finder_named"])
+                    + ("" if r["finder_named"] else f" ({r['finder_outcome']})"),
                 ]
             )
             + " |"
@@ -582,6 +586,14 @@ def totals_table(records: list[dict[str, Any]], total: int) -> list[str]:
     ]
 
 
+def class_header(first: str) -> list[str]:
+    return [
+        f"| {first} | cases | named | restored | named (deep) | restored (deep) | broke "
+        "| file prevents | finder |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+
 def class_row(label: str, rs: list[dict[str, Any]]) -> str:
     n = len(rs)
 
@@ -603,7 +615,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="*", metavar="ID", help="only these case ids")
     parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="trees, venvs and logs")
-    parser.add_argument("--plugin", type=Path, default=REPO, help="the plugin to install (editable)")
+    parser.add_argument(
+        "--plugin", type=Path, default=REPO, help="the plugin to install (editable)"
+    )
     parser.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR, help="git mirrors")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the Markdown report")
     parser.add_argument("--json", type=Path, help="also write the records as JSON")
@@ -642,7 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         records.append(record)
 
-    command = "python " + shlex.join([os.path.relpath(__file__, Path.cwd()), *(argv or sys.argv[1:])])
+    command = "python " + shlex.join(
+        [os.path.relpath(__file__, Path.cwd()), *(argv or sys.argv[1:])]
+    )
     text = report(records, failures, by_id, command, plugin)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

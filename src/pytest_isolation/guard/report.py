@@ -199,11 +199,18 @@ def _counted(leaks: list[Leak]) -> str:
 
 
 def _owners(leaks: list[Leak]) -> str:
-    owners = list(dict.fromkeys(leak.owner for leak in leaks))
-    if len(owners) == 1:
-        return owners[0]
-    more = len(owners) - 1
-    return f"{owners[0]} and {counted(more, 'more test', 'more tests')}"
+    """The first owner, and how many others of each kind (tests, fixtures, files)."""
+    first = leaks[0].owner
+    others: dict[str, set[str]] = defaultdict(set)
+    for leak in leaks:
+        if leak.owner != first:
+            others[leak.kind].add(leak.owner)
+    nouns = {"test": ("more test", "more tests"), "fixture": ("fixture", "fixtures")}
+    parts = [
+        counted(len(owners), *nouns.get(kind, ("file", "files")))
+        for kind, owners in sorted(others.items(), key=lambda pair: pair[0] != "test")
+    ]
+    return f"{first} and {' and '.join(parts)}" if parts else first
 
 
 class Settler:

@@ -84,7 +84,10 @@ class Sites:
     def library(self, filename: str) -> bool:
         known = self._is_library.get(filename)
         if known is None:
-            known = filename.startswith("<") or os.path.normpath(filename).startswith(self.roots)
+            # Code made at run time (``<string>``) is a library's, except a
+            # doctest's examples (``<doctest mod.f[1]>``): those are tests.
+            generated = filename.startswith("<") and not filename.startswith("<doctest ")
+            known = generated or os.path.normpath(filename).startswith(self.roots)
             self._is_library[filename] = known
         return known
 

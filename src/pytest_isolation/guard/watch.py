@@ -466,6 +466,8 @@ class LeakGuard:
             return result
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
+        if self.window is not None:  # the test whose teardown finalizes it
+            owner = f"{owner} in the teardown of {self.window.owner}"
         diffs = Diffs()
         tiers = self._tiers(fixturedef)
         since_setup = [item for tier in tiers for item in changes(tier, before, diffs=diffs)]
