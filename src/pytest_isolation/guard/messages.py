@@ -61,11 +61,11 @@ def describe(
     elif same_items(item.old, item.new):
         what = f"{label} (rebound to a new list with the same items)"
     elif isinstance(item.old, ListState) and isinstance(item.new, ListState):
-        # Long lists (sys.path, sys.meta_path) shorten to the same text: say what differs.
+        # Say what differs (``sys.path`` (added '/x')), not two long lists,
+        # unless the list was replaced by one with nothing of the old.
         change = difference(item.old.items, item.new.items)
-        shortened = old == new or "..." in old or "..." in new
-        kept = any(x is y for x in item.old.items for y in item.new.items)
-        what = f"{label} ({change})" if change and shortened and kept else what
+        kept = any(x is y or x == y for x in item.old.items for y in item.new.items)
+        what = f"{label} ({change})" if change and kept else what
     elif isinstance(item.old, Content) and isinstance(item.new, Content):
         change = difference(item.old.plain(), item.new.plain())
         what = f"{label} ({change})" if change else what
