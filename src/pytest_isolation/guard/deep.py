@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import types
 from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
 from pytest_isolation.core.words import counted
+from pytest_isolation.guard import bindings
 from pytest_isolation.guard import dictversion
 from pytest_isolation.guard.attributes import Space
 from pytest_isolation.guard.process import LibraryLogger
@@ -68,16 +70,18 @@ def _containers_in(
     than the test; the deep tier looks below every name.
 
     One container reached under many names (``from ._builtins import
-    OPCODES``) is one key, named where it is defined (the shortest name,
-    then the first alphabetically).  A container whose content ``known``
+    OPCODES``) is one key, named where it is defined: not in a module that
+    binds it by ``from x import y``, then the shortest name, then the first
+    alphabetically.  A container whose content ``known``
     already holds, unchanged, keeps that snapshot (no copy)."""
-    by_container: dict[int, tuple[str, Any]] = {}
-    for key, value in _bound(spaces, watched, nested):
+    by_container: dict[int, tuple[tuple[bool, int, str], str, Any]] = {}
+    for key, value, imported in _bound(spaces, watched, nested):
+        rank = (imported, len(key), key)
         seen = by_container.get(id(value))
-        if seen is None or (len(key), key) < (len(seen[0]), seen[0]):
-            by_container[id(value)] = (key, value)
+        if seen is None or rank < seen[0]:
+            by_container[id(value)] = (rank, key, value)
     found: dict[str, Content] = {}
-    for key, value in by_container.values():
+    for _, key, value in by_container.values():
         old = known.get(key) if known is not None else None
         if old is not None and old.container is value and items_of(value) == old.items:
             found[key] = old
@@ -88,14 +92,18 @@ def _containers_in(
 
 def _bound(
     spaces: list[Space], watched: Callable[[str], bool], nested: Callable[[str], bool]
-) -> Iterator[tuple[str, Any]]:
+) -> Iterator[tuple[str, Any, bool]]:
+    """Each container, its key, and whether its module binds it by ``from x import y``."""
     for prefix, owner in spaces:
+        aliases = bindings.from_imports(owner) if isinstance(owner, types.ModuleType) else {}
         for name, value in list(vars(owner).items()):
             if issubclass(type(value), CONTAINERS) and watched(name):
                 key = f"{prefix}.{name}"
-                yield key, value
+                imported = name in aliases
+                yield key, value, imported
                 if nested(name):
-                    yield from _nested(key, value)
+                    for inner, item in _nested(key, value):
+                        yield inner, item, imported
 
 
 def _nested(key: str, container: Any) -> Iterator[tuple[str, Any]]:

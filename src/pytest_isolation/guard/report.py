@@ -136,7 +136,9 @@ NAMED_ATTRIBUTES = 5
 def _per_object(leaked: list[list[Leak]]) -> list[tuple[str, list[Leak]]]:
     """One summary line per changed key, except that the attributes of one
     object (a module, a class, an instance) changed together are one line:
-    ``[attribute] rich.box.ASCII: 29 attributes changed (top, bottom, ...)``."""
+    ``[attribute] rich.box.ASCII: 29 attributes changed (top, bottom, ...)``;
+    and one object reached under many names is one line (see :func:`_aliases`)."""
+    leaked = _aliases(leaked)
     holders: dict[str, list[list[Leak]]] = defaultdict(list)
     for leaks in leaked:
         if leaks[0].category == "attribute" and leaks[0].restored:
@@ -156,6 +158,40 @@ def _per_object(leaked: list[list[Leak]]) -> list[tuple[str, list[Leak]]]:
         undone = "" if first.restored else " (not undone)"
         lines.append((f"[{first.category}] {first.what}{site}{undone}", leaks))
     return lines
+
+
+def _aliases(leaked: list[list[Leak]]) -> list[list[Leak]]:
+    """One change seen under many names (``from app.config import settings``
+    in 33 modules, each a key) as one: the same change of the same object (its
+    text shows the object's address), by the same owners, at the same site.
+    The first name is kept, and the others are counted in its text."""
+    groups: dict[tuple[str, ...], list[list[Leak]]] = defaultdict(list)
+    order: list[tuple[str, ...]] = []
+    for leaks in leaked:
+        first = leaks[0]
+        change = first.what.removeprefix(first.key)
+        if first.category != "attribute" or " at 0x" not in change:
+            signature: tuple[str, ...] = (first.category, first.key)
+        else:
+            owners = tuple(sorted({leak.owner for leak in leaks}))
+            signature = ("alias", change, first.site, *owners)
+        if signature not in groups:
+            order.append(signature)
+        groups[signature].append(leaks)
+    folded = []
+    for signature in order:
+        group = groups[signature]
+        if len(group) == 1:
+            folded.append(group[0])
+            continue
+        first = group[0][0]
+        others = [leaks[0].key for leaks in group[1:]]
+        named = ", ".join(others[:NAMED_ATTRIBUTES])
+        if len(others) > NAMED_ATTRIBUTES:
+            named += f" and {len(others) - NAMED_ATTRIBUTES} more"
+        what = f"{first.what}, also as {named}"
+        folded.append([dataclasses.replace(first, what=what), *group[0][1:]])
+    return folded
 
 
 def _object_line(holder: str, group: list[list[Leak]]) -> tuple[str, list[Leak]]:
