@@ -59,11 +59,10 @@ def classify(category: str, key: str, old: object, new: object, owner: object = 
             # an object caches it on itself.
             if not behaviour or lazily_loaded(owner, new):
                 return "created"
-        if type(old) is type(new) and type(old) in CACHES and old is not new:
-            if private(name):
-                return "rebuilt"
-            if grown(old, new):  # ``PLUGINS = {**PLUGINS, ...}``: filled by a bigger copy
-                return "filled"
+        if private(name) and rebuilt(old, new):
+            return "rebuilt"
+        if type(old) in CACHES and grown(old, new):  # ``PLUGINS = {**PLUGINS, ...}``
+            return "filled"
     return ""
 
 
@@ -108,6 +107,19 @@ def holds_resource(value: object) -> bool:
         return any(callable(getattr(type(value), name, None)) for name in RESOURCE_METHODS)
     except Exception:
         return False
+
+
+#: Values that are data, compared by value: never "rebuilt".
+_PLAIN = (str, bytes, int, float, complex, bool, tuple, frozenset)
+
+
+def rebuilt(old: object, new: object) -> bool:
+    """A new object of the old one's own class in its place: a cache made
+    again, or a registry a library swapped for a fresh one on reset (not a
+    plain value, a function or a class)."""
+    if old is new or old is None or type(old) is not type(new):
+        return False
+    return not isinstance(old, (*_PLAIN, *BEHAVIOUR))
 
 
 def grown(old: object, new: object) -> bool:
