@@ -29,7 +29,10 @@ corpus builders leaves it), or else from ``git clone`` of ``https://github.com/O
 Usage::
 
     python benchmarks/pollution/run.py [--cases ID ...] [--work DIR] [--plugin PATH]
-        [--out benchmarks/results-pollution.md] [--json PATH] [--rebuild]
+        [--out benchmarks/results-pollution.md] [--json PATH] [--rebuild] [--jobs N]
+
+Cases of one project with the same pins share a tree and a venv (built once per run under
+``--rebuild``). ``--jobs 2`` runs two cases at a time (each case's own runs stay sequential).
 
 Standard library only.
 """
@@ -37,6 +40,7 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import datetime
 import glob
@@ -202,15 +206,17 @@ def venv_python(venv: Path) -> Path:
 def build_case(
     case: dict[str, Any], work: Path, plugin: Path, mirror: Path, rebuild: bool, timeout: float
 ) -> tuple[Path, Path]:
-    """The case's tree and virtualenv, built unless up to date."""
-    tree = work / "trees" / case["id"]
-    venv = work / "venvs" / case["id"]
-    spec = json.dumps(
-        [case["repository"], case["commit"], case["python"], case["install"], str(plugin)]
-    )
-    stamp = hashlib.sha256(spec.encode()).hexdigest()
+    """The case's tree and virtualenv (shared by the cases of one install), built unless up to date.
+
+    Under ``--rebuild`` each is rebuilt once per run (``BUILT`` remembers which).
+    """
+    stamp = build_key(case, plugin)
+    name = case["repository"].split("/")[1]
+    tree = work / "trees" / f"{name}-{case['commit'][:10]}"
+    venv = work / "venvs" / f"{name}-{stamp[:10]}"
     marker = venv / ".pollution-stamp"
-    if not rebuild and marker.is_file() and marker.read_text() == stamp and tree.is_dir():
+    fresh = marker.is_file() and marker.read_text() == stamp and tree.is_dir()
+    if fresh and (not rebuild or stamp in BUILT):
         return tree, venv
     log(f"[{case['id']}] building tree and venv")
     export_tree(case["repository"], case["commit"], tree, mirror, timeout)
@@ -230,7 +236,16 @@ def build_case(
     if code != 0:
         raise CaseError(f"installing the plugin from {plugin} failed:\n{out[-3000:]}")
     marker.write_text(stamp)
+    BUILT.add(stamp)
     return tree, venv
+
+
+BUILT: set[str] = set()
+
+
+def build_key(case: dict[str, Any], plugin: Path) -> str:
+    spec = [case["repository"], case["commit"], case["python"], case["install"], str(plugin)]
+    return hashlib.sha256(json.dumps(spec).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- runs
@@ -437,7 +452,9 @@ def run_case(
         "restored_deep": outcome(deep, vic) == "PASSED",
         "broke": broke,
         "file_victim": outcome(filem, vic),
-        "file_prevents": outcome(filem, vic) == "PASSED",
+        # Same-file pairs: file mode runs the file's tests in the file's order in one child, so
+        # a pass there says nothing about isolation (the order may simply differ).
+        "file_prevents": not case["same_file"] and outcome(filem, vic) == "PASSED",
         "finder_paths": finder_paths,
         "finder_exit": finder["exit"],
         "finder_outcome": finder_result.get("outcome", "no json"),
@@ -501,7 +518,9 @@ def report(
         "text contains the case's expected key; **restored** the victim passes after the polluter "
         "with the guard; **deep** the same two with `--isolation-leaks-deep`; **broke** a test "
         "that passes plain fails with the guard or the deep tier (the pair, the victim alone, the "
-        "polluter alone); **file** the victim passes under `--isolation-mode=file`; **finder** "
+        "polluter alone); **file** the victim passes under `--isolation-mode=file` (counted as "
+        "prevented only for pairs in different files: a same-file pair runs in one child, in the "
+        "file's order); **finder** "
         "`--isolation-find-polluter` named the polluter.",
         "",
         "## Totals",
@@ -539,7 +558,7 @@ def report(
                     yes(r["restored"]) + ("" if r["restored"] else f" ({r['guard_victim']})"),
                     f"{yes(r['named_deep'])}/{yes(r['restored_deep'])}",
                     cell("; ".join(r["broke"])) or "-",
-                    r["file_victim"],
+                    r["file_victim"] + (" (same file)" if r["same_file"] else ""),
                     yes(r["finder_named"])
                     + ("" if r["finder_named"] else f" ({r['finder_outcome']})"),
                 ]
@@ -569,6 +588,8 @@ def report(
 
 
 def totals_table(records: list[dict[str, Any]], total: int) -> list[str]:
+    diff = sum(1 for r in records if not r["same_file"])
+
     def count(key: str) -> int:
         return sum(1 for r in records if r[key])
 
@@ -581,7 +602,7 @@ def totals_table(records: list[dict[str, Any]], total: int) -> list[str]:
         f"| named (deep) | {pct(count('named_deep'), total)} |",
         f"| restored (deep) | {pct(count('restored_deep'), total)} |",
         f"| broke (cases with any) | {sum(1 for r in records if r['broke'])} |",
-        f"| file mode prevents | {pct(count('file_prevents'), total)} |",
+        f"| file mode prevents (different-file pairs) | {pct(count('file_prevents'), diff)} |",
         f"| finder named the polluter | {pct(count('finder_named'), total)} |",
     ]
 
@@ -596,6 +617,7 @@ def class_header(first: str) -> list[str]:
 
 def class_row(label: str, rs: list[dict[str, Any]]) -> str:
     n = len(rs)
+    diff = sum(1 for r in rs if not r["same_file"])
 
     def count(key: str) -> int:
         return sum(1 for r in rs if r[key])
@@ -603,7 +625,7 @@ def class_row(label: str, rs: list[dict[str, Any]]) -> str:
     return (
         f"| {label} | {n} | {pct(count('named'), n)} | {pct(count('restored'), n)} | "
         f"{pct(count('named_deep'), n)} | {pct(count('restored_deep'), n)} | "
-        f"{sum(1 for r in rs if r['broke'])} | {pct(count('file_prevents'), n)} | "
+        f"{sum(1 for r in rs if r['broke'])} | {pct(count('file_prevents'), diff)} | "
         f"{pct(count('finder_named'), n)} |"
     )
 
@@ -623,6 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the records as JSON")
     parser.add_argument("--rebuild", action="store_true", help="rebuild trees and venvs")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per subprocess")
+    parser.add_argument("--jobs", type=int, default=1, help="cases built and run at a time")
     args = parser.parse_args(argv)
 
     all_cases: list[dict[str, Any]] = json.loads(CASES.read_text())
@@ -638,23 +661,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     plugin: Path = args.plugin.resolve()
 
-    records: list[dict[str, Any]] = []
     failures: dict[str, str] = {}
-    for case in selected:
+    built: dict[str, tuple[Path, Path]] = {}
+
+    def build(key: str, case: dict[str, Any]) -> None:
         try:
-            tree, venv = build_case(case, work, plugin, args.mirror, args.rebuild, args.timeout)
+            built[key] = build_case(case, work, plugin, args.mirror, args.rebuild, args.timeout)
+        except (CaseError, OSError, subprocess.SubprocessError) as exc:
+            log(f"[{case['id']}] could not build: {exc}")
+            failures[key] = str(exc)
+
+    firsts: dict[str, dict[str, Any]] = {}
+    for case in selected:
+        firsts.setdefault(build_key(case, plugin), case)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(lambda item: build(*item), firsts.items()))
+
+    def one(case: dict[str, Any]) -> dict[str, Any] | None:
+        key = build_key(case, plugin)
+        if key not in built:
+            failures[case["id"]] = failures.get(key, "build failed")
+            return None
+        tree, venv = built[key]
+        try:
             (work / "runs" / case["id"]).mkdir(parents=True, exist_ok=True)
             record = run_case(case, tree, venv, work, args.timeout)
         except (CaseError, OSError, subprocess.SubprocessError) as exc:
             log(f"[{case['id']}] not run: {exc}")
             failures[case["id"]] = str(exc)
-            continue
+            return None
         log(
             f"[{case['id']}] reproduced={yes(record['reproduced'])} named={yes(record['named'])} "
             f"restored={yes(record['restored'])} broke={len(record['broke'])} "
             f"file={record['file_victim']} finder={yes(record['finder_named'])}"
         )
-        records.append(record)
+        return record
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(one, selected))
+    records = [r for r in results if r is not None]
+    failures = {k: v for k, v in failures.items() if k in by_id}
 
     command = "python " + shlex.join(
         [os.path.relpath(__file__, Path.cwd()), *(argv or sys.argv[1:])]
