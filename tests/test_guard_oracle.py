@@ -3,8 +3,8 @@ with ``-p no:isolation`` has the same outcome, test by test, with the guard
 on, in every tier (default, ``--isolation-leaks-deep``), every policy (warn,
 quiet, error) and in file mode; and state a test created (an object created
 lazily that registered itself elsewhere, a module first imported, a registry
-filled behind a cache, a counter advanced) is never reset while anything else
-refers to it, so none of these suites gets a ``leaked state`` section.
+filled behind a cache, a counter advanced) is kept, as a plain run keeps it,
+so none of these suites gets a ``leaked state`` section.
 
 Each class of problem (A1-A6, C) has two variants in ``CASES``, none of which
 leaks; ``ODD_SITES`` leak one variable each, to check the report's site."""
