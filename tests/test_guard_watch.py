@@ -167,7 +167,8 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             literal(
-                "*LeakedStateWarning: fixture 'sloppy_module' (scope=module) leaked "
+                "*LeakedStateWarning: fixture 'sloppy_module' (scope=module) in the teardown of"
+                " test_a.py::test_5 leaked "
                 "os.environ['SLOPPY_MODULE'] (was unset, now 'x'), at conftest.py:10*"
             ),
         ]
@@ -184,7 +185,7 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
             "(1 left by a fixture after the last test; not leaks)",
             literal(
                 "  [env] os.environ['SLOPPY'] (was unset, now 'x'), at conftest.py:5 "
-                "(fixture 'sloppy' (scope=session))"
+                "(fixture 'sloppy' (scope=session) in the teardown of test_b.py::test_6)"
             ),
         ]
     )
@@ -503,7 +504,7 @@ def test_what_a_fixture_s_teardown_changes_is_the_fixture_s(pytester: pytest.Pyt
             literal("[env] os.environ['LEFT_BY_A_TEST'] (was unset, now '1'), at test_a.py:3"),
             "  by test_a.py::test_1",
             literal("[env] os.environ['SET_IN_TEARDOWN'] (was unset, now '1'), at conftest.py:6"),
-            "  by fixture 'noisy_teardown' (scope=module)",
+            "  by fixture 'noisy_teardown' (scope=module) in the teardown of test_a.py::test_2",
         ]
     )
     result.stdout.no_fnmatch_line("*fixture 'cleaner'*")

@@ -228,7 +228,10 @@ def test_a_fixture_s_leak_is_an_error_at_its_teardown_without_the_hidden_note(
     result.stdout.fnmatch_lines(
         [
             "*ERROR at teardown of test_b*",
-            literal("*fixture 'sloppy' (scope=module) leaked os.environ['SLOPPY'] *"),
+            literal(
+                "*fixture 'sloppy' (scope=module) in the teardown of test_f.py::test_b"
+                " leaked os.environ['SLOPPY'] *"
+            ),
             "1 leak shown as an error above",
         ]
     )

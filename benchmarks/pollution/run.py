@@ -646,9 +646,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="rebuild trees and venvs")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per subprocess")
     parser.add_argument("--jobs", type=int, default=1, help="cases built and run at a time")
+    parser.add_argument(
+        "--from-json", type=Path, help="only write the report from a --json file (no runs)"
+    )
     args = parser.parse_args(argv)
 
     all_cases: list[dict[str, Any]] = json.loads(CASES.read_text())
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        command = "python " + shlex.join(
+            [os.path.relpath(__file__, Path.cwd()), *(argv or sys.argv[1:])]
+        )
+        cases_by_id = {c["id"]: c for c in all_cases}
+        args.out.write_text(
+            report(saved["records"], saved["not_run"], cases_by_id, command, args.plugin.resolve())
+        )
+        log(f"wrote {args.out} from {args.from_json}")
+        return 0
     by_id = {c["id"]: c for c in all_cases}
     if args.cases:
         unknown = [c for c in args.cases if c not in by_id]
@@ -701,6 +715,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = list(pool.map(one, selected))
     records = [r for r in results if r is not None]
     failures = {k: v for k, v in failures.items() if k in by_id}
+    # Keep the raw records before the report, so a report can be rebuilt (--from-json).
+    raw = work / "last-records.json"
+    raw.write_text(json.dumps({"records": records, "not_run": failures}, indent=1) + "\n")
 
     command = "python " + shlex.join(
         [os.path.relpath(__file__, Path.cwd()), *(argv or sys.argv[1:])]

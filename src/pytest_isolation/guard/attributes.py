@@ -255,6 +255,22 @@ def _name_rank(prefix: str, owner: object) -> tuple[bool, int, str]:
     return (prefix.rpartition(".")[0] != home, prefix.count("."), prefix)
 
 
+class _Other:
+    """An object nothing is equal to, but an ``__eq__`` that always says yes."""
+
+
+def equal_for_real(old: object, new: object) -> bool:
+    """``new`` equals ``old`` and is no object equal to anything: a config
+    reloaded into equal objects is no change; an object whose ``__eq__``
+    always answers ``True`` is compared by identity."""
+    if old is MISSING or new is MISSING:
+        return False
+    try:
+        return bool(old == new) and not bool(new == _Other()) and not bool(old == _Other())
+    except Exception:  # an ``__eq__`` that fails: compared by identity
+        return False
+
+
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
@@ -388,7 +404,11 @@ class Attributes:
                     space.owner, name, new if old is MISSING else old
                 ):
                     continue
-                if not same(old, new) and not self.cleaned_up(space.owner, name, new):
+                if (
+                    not same(old, new)
+                    and not equal_for_real(old, new)
+                    and not self.cleaned_up(space.owner, name, new)
+                ):
                     key = f"{space.prefix}.{name}"
                     self.where[key] = (space.owner, name)
                     found.append((key, old, new))

@@ -123,7 +123,7 @@ class LeakLog:
             return
         for leaks in routine:
             first = leaks[0]
-            count = len({leak.owner for leak in leaks})
+            count = len({who(leak) for leak in leaks})
             many = f"{count} tests, first " if count > 1 else ""  # agrees: count > 1
             site = f", at {first.site}" if first.site else ""
             reporter.write_line(f"  [{first.category}] {first.what}{site} ({many}{first.owner})")
@@ -173,7 +173,7 @@ def _aliases(leaked: list[list[Leak]]) -> list[list[Leak]]:
         if first.category != "attribute" or " at 0x" not in change:
             signature: tuple[str, ...] = (first.category, first.key)
         else:
-            owners = tuple(sorted({leak.owner for leak in leaks}))
+            owners = tuple(sorted({who(leak) for leak in leaks}))
             signature = ("alias", change, first.site, *owners)
         if signature not in groups:
             order.append(signature)
@@ -221,11 +221,21 @@ def _error_text(pending: list[tuple[Leak, str]]) -> str:
     return "\n".join(lines)
 
 
+#: How a fixture's owner goes on: the test in whose teardown it was found.
+IN_TEARDOWN = " in the teardown of "
+
+
+def who(leak: Leak) -> str:
+    """The owner, counted once: a fixture by its name and scope, whichever
+    test's teardown finalized it."""
+    return leak.owner.partition(IN_TEARDOWN)[0] if leak.kind == "fixture" else leak.owner
+
+
 def _counted(leaks: list[Leak]) -> str:
     """``3 tests``, ``1 test and 1 fixture``, ``2 tests, 1 fixture and 1 file``."""
     owners: dict[str, set[str]] = defaultdict(set)
     for leak in leaks:
-        owners[leak.kind].add(leak.owner)
+        owners[leak.kind].add(who(leak))
     parts = [
         counted(len(owners[kind]), kind) for kind in ("test", "fixture", "file") if owners.get(kind)
     ]
@@ -239,8 +249,8 @@ def _owners(leaks: list[Leak]) -> str:
     first = leaks[0].owner
     others: dict[str, set[str]] = defaultdict(set)
     for leak in leaks:
-        if leak.owner != first:
-            others[leak.kind].add(leak.owner)
+        if who(leak) != who(leaks[0]):
+            others[leak.kind].add(who(leak))
     nouns = {"test": ("more test", "more tests"), "fixture": ("fixture", "fixtures")}
     parts = [
         counted(len(owners), *nouns.get(kind, ("file", "files")))
@@ -342,7 +352,7 @@ def leaks_in_summary(reporter: pytest.TerminalReporter, log: LeakLog) -> None:
     in the last line (``2 passed, 1 leaked``) by who leaked.  The warning is
     still raised, so that ``-W``/``filterwarnings`` filters that name
     ``LeakedStateWarning`` still decide what becomes an error or is ignored."""
-    owners = {leak.owner for leak in log.leaked()}
+    owners = {who(leak) for leak in log.leaked()}
     if owners:
         reporter.stats["leaked"] = [LeakedOwner(owner) for owner in sorted(owners)]
     marker = f": {LeakedStateWarning.__name__}: "

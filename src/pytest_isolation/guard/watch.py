@@ -41,6 +41,7 @@ from pytest_isolation.guard.mocks import resume_pyfakefs
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import target_of
 from pytest_isolation.guard.recorders import Recorders
+from pytest_isolation.guard.report import IN_TEARDOWN
 from pytest_isolation.guard.report import LeakLog
 from pytest_isolation.guard.report import Settler
 from pytest_isolation.guard.report import leaks_in_summary
@@ -467,7 +468,7 @@ class LeakGuard:
         before, owned, seen = entry
         owner = f"fixture {fixturedef.argname!r} (scope={fixturedef.scope})"
         if self.window is not None:  # the test whose teardown finalizes it
-            owner = f"{owner} in the teardown of {self.window.owner}"
+            owner = f"{owner}{IN_TEARDOWN}{self.window.owner}"
         diffs = Diffs()
         tiers = self._tiers(fixturedef)
         since_setup = [item for tier in tiers for item in changes(tier, before, diffs=diffs)]
