@@ -50,6 +50,10 @@ def items_of(container: Any) -> tuple[object, ...]:
 NESTED_PER_CONTAINER = 64
 
 
+def _public(name: str) -> bool:
+    return not name.startswith("_")
+
+
 def constant(name: str) -> bool:
     """An UPPER_CASE name: a module's configuration or registry by convention."""
     return name.isupper()
@@ -294,8 +298,10 @@ class Containers:
         #: only below UPPER_CASE ones.
         self.nested: Callable[[str], bool] = (lambda name: True) if nest_everywhere else constant
         self.spaces: list[Space] = []
-        #: Test modules: only their UPPER_CASE names (constants) are watched,
-        #: and any change to one is a leak (a test's list of calls is its own).
+        #: Test modules: their public module-level containers, and those held
+        #: in them, are watched for what their import put in: losing or
+        #: changing it is a leak (``poly.clear()``, ``rows[0].pop("color")``),
+        #: gaining items is not (a test's list of calls is its own).
         self.constants: list[Space] = []
         self.where: dict[str, Any] = {}
         #: Test modules' constants as their import left them.
@@ -303,7 +309,7 @@ class Containers:
 
     def _read(self, known: dict[str, Content] | None = None) -> _Contents:
         found = _containers_in(self.spaces, known=known, nested=self.nested)
-        constants = _containers_in(self.constants, constant, known)
+        constants = _containers_in(self.constants, _public, known, nested=_public)
         for key, content in constants.items():
             first = self.at_import.get(key)
             if first is None or first.container is not content.container:

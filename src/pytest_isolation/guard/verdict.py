@@ -130,6 +130,8 @@ class Verdict:
         )
 
     def routine(self, item: Found) -> str:
+        if holds_stand_ins(item.new):
+            return ""  # a cache filled with a test's mocks is the test's leak
         if isinstance(item.old, Content) and isinstance(item.new, Content):
             if self.containers.constant_of_a_test_module(item.key):
                 return ""
@@ -146,6 +148,16 @@ class Verdict:
         if owner is not None and self.watch.assigned_by_a_test(owner, name):
             return ""  # a test module's own code sets it: ``Base.extra = 1``
         return classify(item.category.name, item.key, item.old, item.new, owner)
+
+
+def holds_stand_ins(value: object) -> bool:
+    """A patcher's stand-in, or a tuple, list or dict that holds one (a
+    cache a test filled with mocks)."""
+    if stand_in(value):
+        return True
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, (tuple, list)) and any(stand_in(item) for item in value[:64])
 
 
 def first_import(item: Found) -> bool:
