@@ -41,6 +41,12 @@ CASES = {
         "sys.modules['proj.state']",
         True,
     ),
+    "module-replaced-by-a-module": (
+        "import sys, types; sys.modules['proj.state'] = types.ModuleType('proj.state')",
+        "import sys; assert sys.modules['proj.state'] is s",
+        "sys.modules['proj.state'] (another module object: from no file, was from",
+        True,
+    ),
     "equal-object-rebound": (
         "s.TARGET = s.AlwaysEqual()",
         "assert s.TARGET is ORIGINAL",

@@ -71,6 +71,11 @@ def describe(
         what = f"{label} ({change})" if change else what
         if routine:
             what = f"{label}, {KINDS[routine]} ({change})"
+    elif isinstance(item.old, types.ModuleType) and isinstance(item.new, types.ModuleType):
+        # Two copies of one module read the same: say where each came from.
+        where = getattr(item.new, "__file__", None) or "no file"
+        was = getattr(item.old, "__file__", None) or "no file"
+        what = f"{label} (another module object: from {where}, was from {was})"
     elif item.old is not MISSING and equal(item.old, item.new):
         what = f"{label} (rebound to a new, equal {type(item.new).__name__}: {new})"
     elif isinstance(item.old, (dict, list, set)) and type(item.old) is type(item.new):

@@ -176,13 +176,6 @@ class SysModules(Flat):
     def label(self, key: str) -> str:
         return f"sys.modules[{key!r}]"
 
-    def show(self, value: object) -> str:
-        """A module by its file: two copies of one module differ only there."""
-        if isinstance(value, types.ModuleType):
-            where = getattr(value, "__file__", None)
-            return f"<module {value.__name__!r} from {where!r}>" if where else repr(value)
-        return describe(value)
-
     def is_leak(self, key: str, old: object, new: object) -> bool:
         if key == "Path" and type(new).__module__.startswith("pyfakefs."):
             return False  # pyfakefs leaves it there by design, even after its fs fixture
