@@ -364,14 +364,14 @@ def test_messages_say_what_differs(pytester: pytest.Pytester, mode: tuple[str, .
     )
     result = run(pytester, mode)
     result.assert_outcomes(passed=2)
-    assert warned(result) == 2
+    # A name rebound to an equal value is no change (issue 45: it was reported
+    # with two addresses and nothing to act on); an object whose ``__eq__``
+    # always answers True is another matter (tests/test_guard_named.py).
+    assert warned(result) == 1
     result.stdout.fnmatch_lines(
-        [
-            "*leaked proj.config.DISABLE (rebound to a new, equal list: []);*",
-            "*leaked proj.config.OPTS (rebound to a new dict: added 'b'; changed 'a');*",
-        ],
-        consecutive=False,
+        ["*leaked proj.config.OPTS (rebound to a new dict: added 'b'; changed 'a');*"]
     )
+    result.stdout.no_fnmatch_line("*proj.config.DISABLE*")
 
 
 def test_library_loggers_and_freezegun_are_quiet_in_the_deep_tier(
