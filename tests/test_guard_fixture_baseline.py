@@ -29,7 +29,7 @@ CASES = {
         'sys.modules["shared_fake"] = types.ModuleType("shared_fake", "fixture")',
         'sys.modules["shared_fake"] = types.ModuleType("shared_fake", "test")',
         'import shared_fake; assert shared_fake.__doc__ == "fixture"',
-        "[sys.modules] sys.modules['shared_fake'] (was <module 'shared_fake'>, now*",
+        "[sys.modules] sys.modules['shared_fake'] (another module object, made in code:*",
     ),
     "sys.modules mock": (
         'sys.modules["shared_mock"] = unittest.mock.MagicMock(name="fixture")',

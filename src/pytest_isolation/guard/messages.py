@@ -76,6 +76,8 @@ def describe(
         where = getattr(item.new, "__file__", None) or "no file"
         was = getattr(item.old, "__file__", None) or "no file"
         what = f"{label} (another module object: from {where}, was from {was})"
+        if where == was:  # made in code, both: their ids tell them apart
+            what = f"{label} (another module object, made in code: was {old}, now {new})"
     elif item.old is not MISSING and equal(item.old, item.new):
         what = f"{label} (rebound to a new, equal {type(item.new).__name__}: {new})"
     elif isinstance(item.old, (dict, list, set)) and type(item.old) is type(item.new):
