@@ -219,7 +219,7 @@ def test_import_time_leaks_are_reported_for_the_file_not_restored(
         [
             literal(
                 "*LeakedStateWarning: test_imports.py (at import) leaked os.environ['AT_IMPORT'] "
-                f"(was unset, now '1'), at test_imports.py:4; {hint}"
+                f"(was unset, now '1'), at test_imports.py:4 (not undone); {hint}"
             ),
         ]
     )
@@ -228,7 +228,10 @@ def test_import_time_leaks_are_reported_for_the_file_not_restored(
     )
     result.stdout.fnmatch_lines(
         # unittest.mock is first imported by this very module, so the site is the module.
-        ["*test_imports.py (at import) leaked an unstopped mock patch of time.sleep, at *.py;*"]
+        [
+            "*test_imports.py (at import) leaked an unstopped mock patch of time.sleep,"
+            " at *.py (not undone);*"
+        ]
     )
     result.stdout.fnmatch_lines(["*= isolation: 1 file leaked state =*"])
 
@@ -240,7 +243,10 @@ def test_import_time_patch_site_has_its_line_once_mock_is_loaded(
     pytester.makepyfile(test_imports=IMPORT_TIME)
     result = run_guard(pytester, "-p", "no:randomly")
     result.stdout.fnmatch_lines(
-        ["*(at import) leaked an unstopped mock patch of time.sleep, at test_imports.py:6;*"]
+        [
+            "*(at import) leaked an unstopped mock patch of time.sleep,"
+            " at test_imports.py:6 (not undone);*"
+        ]
     )
 
 
