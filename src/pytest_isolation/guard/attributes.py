@@ -540,15 +540,6 @@ class Watchlist:
             self.test_modules[module.__name__] = (module.__name__, module)
             self._dirty = True
 
-    def add_object(self, prefix: str, owner: object) -> None:
-        """An object the project created lazily and that is kept (a cache):
-        its own attributes are watched per test from now on."""
-        if id(owner) in self.patched or isinstance(owner, (types.ModuleType, type)):
-            return
-        if not callable(owner) and _has_dict(owner):
-            self.patched[id(owner)] = (prefix, owner)
-            self._dirty = True
-
     def add_patched(self, owner: object) -> None:
         """A module or class a test patched: watched per test from now on."""
         if id(owner) in self.patched or not isinstance(owner, (types.ModuleType, type)):

@@ -81,8 +81,11 @@ class Restorer:
             reimport = part_of_reimport(item, reimported)
             handled = via or reimport or item.category.name == "mock"
             closed = not handled and is_closed(item.old)
-            by_test = self._bound_by_a_test(item)
-            kept = "" if handled or closed else kept_because(item, routine, contents, by_test)
+            kept = (
+                ""
+                if handled or closed
+                else kept_because(item, routine, contents, self._bound_by_a_test(item))
+            )
             if not (handled or closed or kept):
                 try:
                     item.category.restore(item.key, item.old)

@@ -18,6 +18,7 @@ import types
 
 from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import PLAIN
 
 #: Routine kinds, as the summary names them.
 KINDS = {
@@ -109,17 +110,13 @@ def holds_resource(value: object) -> bool:
         return False
 
 
-#: Values that are data, compared by value: never "rebuilt".
-_PLAIN = (str, bytes, int, float, complex, bool, tuple, frozenset)
-
-
 def rebuilt(old: object, new: object) -> bool:
     """A new object of the old one's own class in its place: a cache made
     again, or a registry a library swapped for a fresh one on reset (not a
     plain value, a function or a class)."""
     if old is new or old is None or type(old) is not type(new):
         return False
-    return not isinstance(old, (*_PLAIN, *BEHAVIOUR))
+    return not isinstance(old, (*PLAIN, *BEHAVIOUR))
 
 
 def grown(old: object, new: object) -> bool:

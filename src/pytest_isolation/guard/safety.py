@@ -40,13 +40,14 @@ from pytest_isolation.guard.deep import items_of
 from pytest_isolation.guard.routine import holds_resource
 from pytest_isolation.guard.state import BEHAVIOUR
 from pytest_isolation.guard.state import MISSING
+from pytest_isolation.guard.state import PLAIN
 from pytest_isolation.guard.windows import Found
 
 #: Routine kinds kept as the test left them (see :data:`.routine.KINDS`).
 KEPT_ROUTINE = frozenset({"counter", "created", "filled", "imported", "rebuilt"})
 
 #: Values whose state is their identity or their equality: whole by nature.
-_WHOLE = (str, bytes, int, float, complex, bool, type(None), frozenset, tuple, range)
+_WHOLE = (*PLAIN, range)
 
 
 def kept_because(

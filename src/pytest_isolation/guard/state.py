@@ -51,6 +51,10 @@ class Category(Protocol):
     def restore(self, key: str, old: object) -> None: ...
 
 
+#: Values whose state is their value: compared, and kept whole, as they are.
+PLAIN = (str, bytes, int, float, complex, bool, type(None), tuple, frozenset)
+
+
 def same(a: object, b: object) -> bool:
     """Identity, or equality of plain values (tuples compare item by item)."""
     return a is b or (isinstance(a, (str, bytes, int, float, tuple, frozenset)) and a == b)

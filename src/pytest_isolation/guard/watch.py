@@ -296,7 +296,7 @@ class LeakGuard:
             self._start_file(item)
         self.leftovers.start()
         self.recorders.seen.clear()
-        self.window = Window(item.nodeid, "test", allowances, item=item, patches=active_patches())
+        self.window = Window(item.nodeid, "test", allowances, item=item)
         self.recorders.start()
         result = yield
         if bad_marker is not None:

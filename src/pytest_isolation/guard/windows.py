@@ -119,8 +119,6 @@ class Window:
     #: The test, whose packages' set-up may add to ``sys.path`` (see
     #: :func:`pytest_package_insert`).
     item: pytest.Item | None = None
-    #: Mock patches active when the window opened (a session's, pytest-mock's).
-    patches: list[object] = dataclasses.field(default_factory=list)
 
     def excused(self, key: Key, old: object, new: object) -> bool:
         """Whether ``old -> new`` is what a fixture's setup or teardown did.
