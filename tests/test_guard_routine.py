@@ -32,6 +32,8 @@ class Service:
         ("m.ITEMS", [1], [1, 2], "filled"),
         ("m.ITEMS", [1], [2, 1], ""),  # not the old items first: rebuilt otherwise
         ("m._tokens", {"a": 1}, {"b": 2}, "rebuilt"),
+        ("m._classes", {"a": 1, "b": 2}, {}, ""),  # a registry reset by rebinding: a leak
+        ("m._classes", {"a": 1, "b": 2}, {"c": 3}, ""),  # fewer entries: no cache made again
         ("m.TOKENS", {"a": 1}, {"b": 2}, ""),  # public: a leak
     ],
 )

@@ -451,10 +451,14 @@ def _real(path: str) -> str:
 class Watchlist:
     """Decides which namespaces the attribute tiers watch, as modules arrive."""
 
-    def __init__(self, rootdir: Path, library_roots: tuple[str, ...]) -> None:
+    def __init__(
+        self, rootdir: Path, library_roots: tuple[str, ...], installed: tuple[str, ...] = ()
+    ) -> None:
         self.root = os.path.join(_real(str(rootdir)), "")
         self.given_root = os.path.join(os.path.normpath(str(rootdir)), "")
         self.library_roots = library_roots
+        #: The project's packages installed in site-packages (see :func:`.sites.installed_copies`).
+        self.installed = installed
         #: Real paths of collected test modules (never project state).
         self.test_files: set[str] = set()
         #: Their file names, a cheap first check before resolving a path.
@@ -482,6 +486,8 @@ class Watchlist:
         """Whether a module file is the project's, by its path alone (string
         operations only: this runs inside tests, during an import)."""
         path = os.path.normpath(origin)
+        if path.startswith(self.installed):
+            return True
         if not path.startswith((self.root, self.given_root)) or path.startswith(self.library_roots):
             return False
         name = os.path.basename(path)
@@ -567,6 +573,8 @@ class Watchlist:
                 changed = True
             elif self._is_project(name, module):
                 self.project[name] = (name, module)
+                if self._test_helper(module):  # its data is watched as a test module's
+                    self.test_modules.setdefault(name, (name, module))
                 self.classes.extend(_classes_of(name, module))
                 self.objects.extend(self._objects_of(name, module))
                 changed = True
@@ -596,6 +604,10 @@ class Watchlist:
             return
         for index, item in items:
             yield from self._objects_in(f"{key}[{index!r}]", item, depth - 1)
+
+    def project_object(self, value: object) -> bool:
+        """An instance of a project class with its own ``__dict__`` (see below)."""
+        return self._project_object(value)
 
     def _project_object(self, value: object) -> bool:
         """An instance (with a ``__dict__``) of a class defined in the project.
@@ -700,12 +712,37 @@ class Watchlist:
             self._test_file[path] = known
         return known
 
+    def holds_test_code(self, value: object, depth: int = 2) -> bool:
+        """A function or class a test module defines (also in a test's body),
+        an instance of one, or a tuple, list or dict holding one up to
+        ``depth`` levels down (a registry entry ``(name, test_function)``)."""
+        if isinstance(value, (tuple, list)):
+            items: list[object] = list(value[:OBJECTS_PER_CONTAINER])
+        elif isinstance(value, dict):
+            items = list(value.values())[:OBJECTS_PER_CONTAINER]
+        else:
+            code: object = value if isinstance(value, (types.FunctionType, type)) else type(value)
+            if isinstance(value, types.MethodType):
+                code = value.__func__
+            home = sys.modules.get(getattr(code, "__module__", None) or "")
+            return isinstance(home, types.ModuleType) and self._is_test_file(home)
+        return depth > 0 and any(self.holds_test_code(item, depth - 1) for item in items)
+
+    def _test_helper(self, module: types.ModuleType) -> bool:
+        """A module of the test tree that holds no tests (``tests/data.py``,
+        ``tests/helpers/rows.py``): test data, shared by the tests that import it."""
+        path = os.path.normpath(str(getattr(module, "__file__", "")))
+        relative = path[len(self.given_root) :] if path.startswith(self.given_root) else path
+        return any(part in TEST_FOLDERS for part in Path(relative).parts[:-1])
+
     def _is_project(self, name: str, module: object) -> bool:
         if not isinstance(module, types.ModuleType) or name.partition(".")[0] in MACHINERY:
             return False
         path = getattr(module, "__file__", None)
         if not isinstance(path, str):
             return False
+        if path.startswith(self.installed):
+            return True
         if path.startswith(self.library_roots):
             return False
         real = _real(path)
@@ -743,6 +780,9 @@ def _has_dict(value: object) -> bool:
     except Exception:  # no __dict__, or one that cannot be read
         return False
 
+
+#: Folders that hold a project's tests (and their data modules).
+TEST_FOLDERS = frozenset({"tests", "test", "testing"})
 
 #: How many items of a module-level container are looked at for project objects.
 OBJECTS_PER_CONTAINER = 64

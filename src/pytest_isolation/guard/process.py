@@ -216,6 +216,47 @@ def _sys_attribute(name: str) -> Slot:
     return (lambda: getattr(sys, name)), (lambda old: setattr(sys, name, old))
 
 
+class StreamState(tuple[object, bool]):
+    """A standard stream and whether it was closed: a test that closes the
+    stream it finds there (``sys.stdout.close()`` in a ``tearDown``, which
+    closes pytest's capture file) leaves it bound but unusable."""
+
+    @property
+    def stream(self) -> object:
+        return self[0]
+
+    @property
+    def closed(self) -> bool:
+        """Whether the stream is closed now (a closed old value is never put back)."""
+        return _closed(self[0])
+
+
+def _closed(stream: object) -> bool:
+    try:
+        return getattr(stream, "closed", False) is True
+    except Exception:  # a stand-in whose attribute raises
+        return False
+
+
+def _stream(name: str) -> object:
+    stream = getattr(sys, name)
+    return StreamState((stream, _closed(stream)))
+
+
+def _stream_slot(name: str) -> Slot:
+    def put(old: object) -> None:
+        assert isinstance(old, StreamState)
+        setattr(sys, name, old.stream)
+
+    return (lambda: _stream(name)), put
+
+
+def _show_stream(value: object) -> str:
+    if not isinstance(value, StreamState):
+        return describe(value)
+    return describe(value.stream) + (" (closed)" if value[1] else "")
+
+
 def _umask() -> object:
     mask = REAL.umask(0o022)
     REAL.umask(mask)
@@ -420,15 +461,17 @@ def _interpreter() -> list[object]:
     argv = sys.argv
     return [
         ListState((id(argv), tuple(argv))),
-        sys.stdout,
-        sys.stderr,
-        sys.stdin,
+        _stream("stdout"),
+        _stream("stderr"),
+        _stream("stdin"),
         sys.excepthook,
         sys.getrecursionlimit(),
         sys.gettrace(),
         sys.getprofile(),
     ]
 
+
+STREAMS = ("stdout", "stderr", "stdin")
 
 IMPORT_SYSTEM = Slots(
     "import",
@@ -442,14 +485,13 @@ INTERPRETER = Slots(
     "restore it in a fixture, or use monkeypatch.setattr",
     {
         "sys.argv": _sys_list("argv"),
-        **{
-            f"sys.{name}": _sys_attribute(name)
-            for name in ("stdout", "stderr", "stdin", "excepthook")
-        },
+        **{f"sys.{name}": _stream_slot(name) for name in STREAMS},
+        "sys.excepthook": _sys_attribute("excepthook"),
         "sys.getrecursionlimit()": (sys.getrecursionlimit, _set_recursion_limit),
         "sys.gettrace()": (sys.gettrace, _set_trace),
         "sys.getprofile()": (sys.getprofile, _set_profile),
     },
+    formats={f"sys.{name}": _show_stream for name in STREAMS},
     reader=_interpreter,
 )
 

@@ -18,6 +18,7 @@ from pytest_isolation.guard.mocks import forgotten_monkeypatches
 from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
+from pytest_isolation.guard.process import StreamState
 from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.safety import kept_because
 from pytest_isolation.guard.sites import BY_MONKEYPATCH
@@ -100,6 +101,11 @@ class Restorer:
                 leak = dataclasses.replace(leak, restored=False)
             elif closed:
                 what = f"{leak.what}; the old value is closed, so it was not put back"
+                leak = dataclasses.replace(leak, what=what, restored=False)
+            elif isinstance(item.new, StreamState) and item.new.closed:
+                # Rebinding the name does not reopen what the test closed
+                # (pytest's capture file: every later test's capture fails).
+                what = f"{leak.what}; the test closed the stream, which cannot be reopened"
                 leak = dataclasses.replace(leak, what=what, restored=False)
             if via or leak.site.endswith(BY_MONKEYPATCH):
                 site = leak.site.removesuffix(BY_MONKEYPATCH)

@@ -116,7 +116,18 @@ def rebuilt(old: object, new: object) -> bool:
     plain value, a function or a class)."""
     if old is new or old is None or type(old) is not type(new):
         return False
-    return not isinstance(old, (*PLAIN, *BEHAVIOUR))
+    if isinstance(old, (*PLAIN, *BEHAVIOUR)):
+        return False
+    return not lost_entries(old, new)
+
+
+def lost_entries(old: object, new: object) -> bool:
+    """A container rebound to a smaller one: a registry reset
+    (``Registry._classes = {}``), not a cache made again (pygments' token
+    tables, made anew for the lexer at hand)."""
+    if isinstance(old, (dict, list, set)) and isinstance(new, (dict, list, set)):
+        return len(new) < len(old)
+    return False
 
 
 def grown(old: object, new: object) -> bool:

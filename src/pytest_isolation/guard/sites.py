@@ -67,6 +67,38 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(sorted(os.path.join(os.path.normpath(root), "") for root in both))
 
 
+#: Folders of a rootdir that hold tests or documents, never the project's code.
+_NOT_CODE = frozenset({"tests", "test", "testing", "docs", "doc", "examples", "benchmarks"})
+
+
+def installed_copies(rootdir: Path) -> tuple[str, ...]:
+    """Where an installed copy of the project's own code would live: for each
+    top-level package or module of the rootdir (``pkg/__init__.py``,
+    ``src/pkg/__init__.py``, ``mod.py``), its path in site-packages.  A suite
+    run by tox, nox or a CI job that ran ``pip install .`` imports that copy,
+    not the tree: it is the project's code all the same."""
+    names: set[str] = set()
+    for folder in (rootdir, rootdir / "src"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            name, dot, suffix = entry.name.partition(".")
+            if entry.is_dir() and not dot and name not in _NOT_CODE and name.isidentifier():
+                # Under src/ every folder is code (a namespace package too).
+                if folder != rootdir or os.path.exists(os.path.join(entry.path, "__init__.py")):
+                    names.add(os.path.join(name, ""))
+            elif suffix == "py" and name.isidentifier() and name != "conftest":
+                names.add(entry.name)
+    paths = sysconfig.get_paths()
+    sites = {paths[key] for key in ("purelib", "platlib") if key in paths}
+    sites |= {os.path.realpath(site) for site in sites}
+    return tuple(
+        sorted(os.path.join(os.path.normpath(site), name) for site in sites for name in names)
+    )
+
+
 class Sites:
     """Turns frames into ``file:line`` relative to the rootdir.
 
@@ -78,6 +110,8 @@ class Sites:
     def __init__(self, rootdir: Path) -> None:
         self.rootdir = rootdir
         self.roots = _library_roots()
+        #: The project's own code installed in site-packages: not a library.
+        self.installed = installed_copies(rootdir)
         self._root = os.path.join(os.path.normpath(str(rootdir)), "")
         self._is_library: dict[str, bool] = {}
 
@@ -87,7 +121,10 @@ class Sites:
             # Code made at run time (``<string>``) is a library's, except a
             # doctest's examples (``<doctest mod.f[1]>``): those are tests.
             generated = filename.startswith("<") and not filename.startswith("<doctest ")
-            known = generated or os.path.normpath(filename).startswith(self.roots)
+            normal = os.path.normpath(filename)
+            known = generated or (
+                normal.startswith(self.roots) and not normal.startswith(self.installed)
+            )
             self._is_library[filename] = known
         return known
 

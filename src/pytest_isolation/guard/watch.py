@@ -30,6 +30,10 @@ from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.attributes import Watchlist
+from pytest_isolation.guard.held import HeldState
+from pytest_isolation.guard.held import as_path
+from pytest_isolation.guard.held import fixture_label
+from pytest_isolation.guard.held import regular_files
 from pytest_isolation.guard.leftovers import Leftovers
 from pytest_isolation.guard.messages import describe
 from pytest_isolation.guard.messages import fold_reimports
@@ -98,7 +102,7 @@ class LeakGuard:
         #: finds, never restores nor reports.
         self.settler = Settler(policy, LeakLog(policy, self._announce))
         sites = Sites(config.rootpath)
-        self.watch = Watchlist(config.rootpath, sites.roots)
+        self.watch = Watchlist(config.rootpath, sites.roots, sites.installed)
         self.snapshots = Snapshots(sites, self.watch, deep)
         basetemp = config.option.basetemp
         self.leftovers = Leftovers((str(basetemp),) if basetemp else ())
@@ -108,6 +112,8 @@ class LeakGuard:
         self.fixtures = FixtureWindows()
         #: The deep tier's higher-scoped fixture values (None without it).
         self.values = FixtureValues(policy != "watch") if deep else None
+        #: What the test shares through higher-scoped fixtures and its unittest class.
+        self.held = HeldState(self.watch.project_object, self.watch.holds_test_code)
         self.recorders = Recorders(
             sites, self.leftovers, self.watch.project_origin, self._module_loaded
         )
@@ -301,6 +307,7 @@ class LeakGuard:
         result = yield
         if bad_marker is not None:
             pytest.fail(bad_marker, pytrace=False)
+        self.held.remember(item)
         if self.values is not None:
             self.values.remember(item)
         return result
@@ -339,15 +346,29 @@ class LeakGuard:
         value_leaks = []  # before the fixtures' own teardown, which may change them
         if self.values is not None and self.window is not None:
             value_leaks = self.values.leaks(self.window, restore=repeat != "first")
-        result = yield
+        if self.window is not None:
+            value_leaks += self.held.leaks(self.window)
+        raised: BaseException | None = None
+        result = None
+        try:
+            result = yield
+        except BaseException as error:  # an inner teardown failed: still close the window
+            raised = error
         if repeat == "first" and self.window is not None:
             self._first_run_ended(item, self.window, value_leaks)
+            if raised is not None:
+                raise raised
             return result
         window, self.window = self.window, None
         self.recorders.stop()
         escalated = []
         if window is not None:
-            leaks = value_leaks + self._close(window, self.snapshots.tier) + self._leftovers(window)
+            leaks = [
+                *value_leaks,
+                *self._close(window, self.snapshots.tier),
+                *self._leftovers(window),
+                *self.held.file_leaks(window),
+            ]
             if repeat != "again":  # a repeat's are restored; the first run's were reported
                 escalated += self.settler.settle(leaks, item)
         if self.file_window is not None and (
@@ -360,6 +381,8 @@ class LeakGuard:
                 owner = self.snapshots.library_attributes.where.get(leak.key, (None,))[0]
                 self.watch.add_patched(owner)
             escalated += self.settler.settle(leaks, item)
+        if raised is not None:
+            raise raised
         self.settler.fail_test(escalated)
         return result
 
@@ -425,6 +448,8 @@ class LeakGuard:
             key: value for tier in self._tiers(fixturedef) for key, value in tier.take().items()
         }
         already_open = set(self.fixtures.open)
+        folders = self._fixture_folders()
+        files_before = set().union(*map(regular_files, folders))
         try:
             result = yield
         finally:
@@ -452,9 +477,24 @@ class LeakGuard:
                 if window is not None:
                     window.owned.update(owned)
             self.leftovers.rebase()  # what the fixture started is the fixture's
+        self.held.scoped[fixturedef.argname] = (fixturedef.scope, result)
+        who = fixture_label(fixturedef)
+        for path in set().union(*map(regular_files, folders)) - files_before:
+            self.held.add_path(path, who)  # setup_module's dummy.h5, a fixture's sqlite file
+        returned = as_path(result)
+        if returned is not None:
+            self.held.add_path(returned, who)
         if self.values is not None:
             self.values.scoped[fixturedef.argname] = (fixturedef.scope, result)
         return result
+
+    def _fixture_folders(self) -> list[str]:
+        """Where a higher-scoped fixture's files are looked for: the working
+        directory and the running test file's folder."""
+        folders = [os.path.abspath(os.curdir)]
+        if self.file_path is not None:
+            folders.append(str(self.file_path.parent))
+        return folders
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_post_finalizer(
@@ -462,6 +502,8 @@ class LeakGuard:
     ) -> Generator[None, object, object]:
         __tracebackhide__ = True
         result = yield
+        self.held.scoped.pop(fixturedef.argname, None)
+        self.held.drop_paths(fixture_label(fixturedef))
         if self.values is not None:
             self.values.scoped.pop(fixturedef.argname, None)
         entry = self.fixtures.open.pop(id(fixturedef), None)
