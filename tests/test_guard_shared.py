@@ -434,3 +434,15 @@ def test_a_teardown_that_fails_still_ends_the_window(pytester: pytest.Pytester) 
     result = pytester.runpytest_subprocess(*GUARD_MODES["plain"], timeout=TIMEOUT)
     result.stdout.fnmatch_lines(["*isolation: 1 test leaked state*"])
     assert "ValueError: I/O operation on closed file" in result.stdout.str()
+
+
+def test_shared_state_can_be_allowed(pytester: pytest.Pytester) -> None:
+    """``allow_leaks`` takes the ``shared`` and ``files`` categories."""
+    files, _, _, _ = CASES["module-fixture-object"]
+    _write(pytester, files)
+    pytester.makeini("[pytest]\nisolation_allow_leaks = shared:fixture 'router'*\n")
+    result = pytester.runpytest_subprocess(
+        *GUARD_MODES["plain"], "-p", "no:randomly", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.no_fnmatch_line("*leaked*")

@@ -30,6 +30,7 @@ CATEGORIES = (
     "container",
     "logger",
     "fixture-value",
+    "shared",
 )
 
 MARKER = "isolation"

@@ -1,15 +1,17 @@
 """State held by what outlives a test: the project objects a higher-scoped
-fixture returns and those a unittest ``setUpClass`` puts on its class.
+fixture returns and those a unittest ``setUpClass`` puts on its class, the
+behaviour of a test module's helper classes, and files.
 
 The tests of a module (or class) share such an object; what one test sets
 on it, or adds to a list or dict inside it, the next test sees.  No module
 binds it, so the per-test tier cannot reach it: it is read here, from the
-test's own fixtures and class, when the test starts, and compared when its
-function-scoped fixtures are about to end.
+test's own fixtures, class and module, when the test starts, and compared
+when its function-scoped fixtures are about to end.
 
 Files too: a file such a fixture (or ``setup_module``) made in the working
 directory or beside the test file, and a path a higher-scoped fixture
-returns (a file, or a folder's files), are compared the same way.
+returns (a file, or a folder's files and hidden folders), compared once the
+test's own fixtures ended.
 
 Reported, never put back: the tests of a scope that share an object may
 build on each other on purpose (a first test creates, the next reads), and
@@ -171,25 +173,12 @@ class HeldState:
         self.contents: list[tuple[str, Content]] = []
         #: The running test's module's helper classes, as it started.
         self.classes: list[_Object] = []
-        #: Files and folders the higher-scoped fixtures made or returned:
-        #: path -> who (the fixture), and their signatures as the test started.
-        self.paths: dict[str, str] = {}
-        self.signatures: dict[str, object] = {}
         #: Each test module's helper classes, found once.
         self.helpers: dict[str, tuple[types.ModuleType, list[tuple[str, type]]]] = {}
-
-    def add_path(self, path: str, who: str) -> None:
-        """A file or folder a higher-scoped fixture made or returned."""
-        self.paths.setdefault(path, who)
-
-    def drop_paths(self, who: str) -> None:
-        """The fixture ended: its files are its own again."""
-        self.paths = {path: owner for path, owner in self.paths.items() if owner != who}
 
     def remember(self, item: pytest.Item) -> None:
         """Read what ``item`` shares with the other tests of its scopes."""
         self.objects, self.contents = [], []
-        self.signatures = {path: signature(path) for path in self.paths}
         seen: set[int] = set()
         for name, value in getattr(item, "funcargs", {}).items():
             scoped = self.scoped.get(name)
@@ -246,30 +235,7 @@ class HeldState:
             *(("shared", key, what) for key, what in self._class_changes()),
         ]
         self.objects, self.contents, self.classes = [], [], []
-        return self._leaks(window, found)
-
-    def file_leaks(self, window: Window) -> list[Leak]:
-        """The shared files the test changed, once its own fixtures ended
-        (a file it opened is written when closed); a file whose fixture
-        ended meanwhile is that fixture's business."""
-        found = [("files", key, what) for key, what in self._file_changes()]
-        self.signatures = {}
-        return self._leaks(window, found)
-
-    def _leaks(self, window: Window, found: list[tuple[str, str, str]]) -> list[Leak]:
-        return [
-            Leak(
-                window.owner,
-                window.kind,
-                category,
-                key,
-                what,
-                hint=HINT if category == "shared" else FILE_HINT,
-                restored=False,
-            )
-            for category, key, what in found
-            if not allow.allowed(window.allowances, category, key)
-        ]
+        return _leaks(window, found)
 
     def _attribute_changes(self) -> list[tuple[str, str]]:
         found = []
@@ -308,6 +274,53 @@ class HeldState:
                 found.append((key, f"{key} (was {describe(old)}, now {describe(new)})"))
         return found
 
+    def _content_changes(self) -> list[tuple[str, str]]:
+        found = []
+        for key, content in self.contents:
+            now = Content(content.container)
+            if now == content:
+                continue
+            added = _added(content, now)
+            name = key.rpartition(".")[2]
+            if (
+                now.grew_from(content)
+                and private(name)
+                and not any(self.holds_test_code(value) for value in added)
+            ):
+                continue  # a private cache filled
+            change = difference(content.plain(), now.plain()) or f"was {content!r}, now {now!r}"
+            found.append((key, f"{key} (mutated in place: {change})"))
+        return found
+
+
+class SharedFiles:
+    """The files and folders higher-scoped fixtures made or returned, and
+    their signatures as the running test started."""
+
+    def __init__(self) -> None:
+        #: path -> who made or returned it (the fixture).
+        self.paths: dict[str, str] = {}
+        self.signatures: dict[str, object] = {}
+
+    def add(self, path: str, who: str) -> None:
+        """A file or folder a higher-scoped fixture made or returned."""
+        self.paths.setdefault(path, who)
+
+    def drop(self, who: str) -> None:
+        """The fixture ended: its files are its own again."""
+        self.paths = {path: owner for path, owner in self.paths.items() if owner != who}
+
+    def remember(self) -> None:
+        self.signatures = {path: signature(path) for path in self.paths}
+
+    def leaks(self, window: Window) -> list[Leak]:
+        """The shared files the test changed, once its own fixtures ended
+        (a file it opened is written when closed); a file whose fixture
+        ended meanwhile is that fixture's business."""
+        found = [("files", key, what) for key, what in self._file_changes()]
+        self.signatures = {}
+        return _leaks(window, found)
+
     def _file_changes(self) -> list[tuple[str, str]]:
         found = []
         for path, old in self.signatures.items():
@@ -326,23 +339,22 @@ class HeldState:
             found.append((path, what))
         return found
 
-    def _content_changes(self) -> list[tuple[str, str]]:
-        found = []
-        for key, content in self.contents:
-            now = Content(content.container)
-            if now == content:
-                continue
-            added = _added(content, now)
-            name = key.rpartition(".")[2]
-            if (
-                now.grew_from(content)
-                and private(name)
-                and not any(self.holds_test_code(value) for value in added)
-            ):
-                continue  # a private cache filled
-            change = difference(content.plain(), now.plain()) or f"was {content!r}, now {now!r}"
-            found.append((key, f"{key} (mutated in place: {change})"))
-        return found
+
+def _leaks(window: Window, found: list[tuple[str, str, str]]) -> list[Leak]:
+    """Report-only leaks of the window, less those it allows."""
+    return [
+        Leak(
+            window.owner,
+            window.kind,
+            category,
+            key,
+            what,
+            hint=HINT if category == "shared" else FILE_HINT,
+            restored=False,
+        )
+        for category, key, what in found
+        if not allow.allowed(window.allowances, category, key)
+    ]
 
 
 def _behaviour(value: object) -> bool:

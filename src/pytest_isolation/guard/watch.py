@@ -31,6 +31,7 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.held import HeldState
+from pytest_isolation.guard.held import SharedFiles
 from pytest_isolation.guard.held import as_path
 from pytest_isolation.guard.held import fixture_label
 from pytest_isolation.guard.held import regular_files
@@ -114,6 +115,8 @@ class LeakGuard:
         self.values = FixtureValues(policy != "watch") if deep else None
         #: What the test shares through higher-scoped fixtures and its unittest class.
         self.held = HeldState(self.watch.project_object, self.watch.holds_test_code)
+        #: The files and folders of higher-scoped fixtures.
+        self.shared_files = SharedFiles()
         self.recorders = Recorders(
             sites, self.leftovers, self.watch.project_origin, self._module_loaded
         )
@@ -308,6 +311,7 @@ class LeakGuard:
         if bad_marker is not None:
             pytest.fail(bad_marker, pytrace=False)
         self.held.remember(item)
+        self.shared_files.remember()
         if self.values is not None:
             self.values.remember(item)
         return result
@@ -367,7 +371,7 @@ class LeakGuard:
                 *value_leaks,
                 *self._close(window, self.snapshots.tier),
                 *self._leftovers(window),
-                *self.held.file_leaks(window),
+                *self.shared_files.leaks(window),
             ]
             if repeat != "again":  # a repeat's are restored; the first run's were reported
                 escalated += self.settler.settle(leaks, item)
@@ -480,10 +484,10 @@ class LeakGuard:
         self.held.scoped[fixturedef.argname] = (fixturedef.scope, result)
         who = fixture_label(fixturedef)
         for path in set().union(*map(regular_files, folders)) - files_before:
-            self.held.add_path(path, who)  # setup_module's dummy.h5, a fixture's sqlite file
+            self.shared_files.add(path, who)  # setup_module's data file, a fixture's sqlite file
         returned = as_path(result)
         if returned is not None:
-            self.held.add_path(returned, who)
+            self.shared_files.add(returned, who)
         if self.values is not None:
             self.values.scoped[fixturedef.argname] = (fixturedef.scope, result)
         return result
@@ -503,7 +507,7 @@ class LeakGuard:
         __tracebackhide__ = True
         result = yield
         self.held.scoped.pop(fixturedef.argname, None)
-        self.held.drop_paths(fixture_label(fixturedef))
+        self.shared_files.drop(fixture_label(fixturedef))
         if self.values is not None:
             self.values.scoped.pop(fixturedef.argname, None)
         entry = self.fixtures.open.pop(id(fixturedef), None)
