@@ -446,3 +446,51 @@ def test_shared_state_can_be_allowed(pytester: pytest.Pytester) -> None:
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.no_fnmatch_line("*leaked*")
+
+
+def test_an_object_s_own_bookkeeping_is_kept(pytester: pytest.Pytester) -> None:
+    """A project object's private list that its own code changes as it is
+    used (a pool's free list) is neither reported nor put back: putting it
+    back would hand out a connection twice.  A public one that lost items is
+    reported, and kept."""
+    _write(
+        pytester,
+        {
+            "proj/__init__.py": "",
+            "proj/pool.py": """
+                class Pool:
+                    def __init__(self):
+                        self._free = [object(), object()]
+                        self.names = ["a", "b"]
+                        self.taken = []
+
+                    def take(self):
+                        item = self._free.pop()
+                        self.taken.append(item)
+                        return item
+
+                pool = Pool()
+            """,
+            "test_a.py": """
+                from proj.pool import pool
+
+                def test_take():
+                    pool.take()
+                    pool.names.remove("b")
+
+                def test_after():
+                    assert len(pool._free) == 1
+                    assert pool.names == ["a"]
+            """,
+        },
+    )
+    result = pytester.runpytest_subprocess(*GUARD_MODES["plain"], "-v", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "[[]container] proj.pool.pool.names (mutated in place) (removed 'b'), not put back: "
+            "the object's other state may depend on it (not undone)",
+            "  by test_a.py::test_take",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*pool._free*leaked*")

@@ -306,9 +306,17 @@ class Containers:
         self.where: dict[str, Any] = {}
         #: Test modules' constants as their import left them.
         self.at_import: dict[str, Content] = {}
+        #: Module-level objects of project classes: the containers they hold
+        #: (``_module._methodcalls``) are part of their state, which other
+        #: code keeps in step (a pool's free list): see :meth:`held_by_an_object`.
+        self.objects: list[Space] = []
+        self._of_objects: set[str] = set()
 
     def _read(self, known: dict[str, Content] | None = None) -> _Contents:
         found = _containers_in(self.spaces, known=known, nested=self.nested)
+        held = _containers_in(self.objects, known=known, nested=lambda name: False)
+        self._of_objects = set(held) - set(found)
+        found = {**held, **found}
         constants = _containers_in(self.constants, _public, known, nested=_public)
         for key, content in constants.items():
             first = self.at_import.get(key)
@@ -350,6 +358,13 @@ class Containers:
 
     def constant_of_a_test_module(self, key: str) -> bool:
         return key in self.at_import
+
+    def held_by_an_object(self, key: str) -> bool:
+        """A container an attribute of a project object holds: reported when
+        its public content was lost or changed, or when a test's own code was
+        added to it (a decorator's registry), never put back but for that
+        addition, which nothing else knows of."""
+        return key in self._of_objects
 
     def show(self, value: object) -> str:
         return describe(value)

@@ -30,6 +30,7 @@ KIND_NOUNS = {
     "rebuilt": ("private cache rebuilt", "private caches rebuilt"),
     "ended": ("left by a fixture after the last test", "left by fixtures after the last test"),
     "imported": ("module first imported", "modules first imported"),
+    "bookkeeping": ("object's own bookkeeping", "objects' own bookkeeping"),
 }
 
 

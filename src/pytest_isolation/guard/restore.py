@@ -85,7 +85,13 @@ class Restorer:
             kept = (
                 ""
                 if handled or closed
-                else kept_because(item, routine, contents, self._bound_by_a_test(item))
+                else kept_because(
+                    item,
+                    routine,
+                    contents,
+                    self._bound_by_a_test(item),
+                    self.verdict.containers.held_by_an_object(item.key),
+                )
             )
             if not (handled or closed or kept):
                 try:

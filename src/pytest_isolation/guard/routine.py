@@ -28,6 +28,7 @@ KINDS = {
     "rebuilt": "a private cache rebuilt",
     "imported": "first imported",
     "ended": "left by a fixture finalized after the last test",
+    "bookkeeping": "an object's own bookkeeping",
 }
 
 

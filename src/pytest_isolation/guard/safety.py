@@ -27,7 +27,10 @@ What a test *created* is kept: a module first imported, a counter advanced
 (the store it numbers stays), a cache or registry filled (whatever remembers
 that it was filled stays), a private cache rebuilt, an object created
 lazily (it may have registered itself, its name or its parts anywhere in
-the process: no check short of a process boundary proves it did not).
+the process: no check short of a process boundary proves it did not).  A
+container a project object holds is put back only when a test's code was
+added to it: its other changes are the object's own, kept in step with the
+rest of its state (a pool's free list).
 """
 
 from __future__ import annotations
@@ -44,14 +47,18 @@ from pytest_isolation.guard.state import PLAIN
 from pytest_isolation.guard.windows import Found
 
 #: Routine kinds kept as the test left them (see :data:`.routine.KINDS`).
-KEPT_ROUTINE = frozenset({"counter", "created", "filled", "imported", "rebuilt"})
+KEPT_ROUTINE = frozenset({"bookkeeping", "counter", "created", "filled", "imported", "rebuilt"})
 
 #: Values whose state is their identity or their equality: whole by nature.
 _WHOLE = (*PLAIN, range)
 
 
 def kept_because(
-    item: Found, routine: str, contents: Mapping[str, Content], by_test: bool = False
+    item: Found,
+    routine: str,
+    contents: Mapping[str, Content],
+    by_test: bool = False,
+    of_an_object: bool = False,
 ) -> str:
     """Why ``item`` stays as the test left it, in words for its report, or
     ``""`` when putting it back is safe.  ``contents``: the content of the
@@ -63,10 +70,22 @@ def kept_because(
         return "kept: it holds a resource"
     if routine in KEPT_ROUTINE:
         return "kept"
+    if of_an_object and not _only_grew(item):
+        return "not put back: the object's other state may depend on it"
     if item.category.name == "attribute" and not by_test and _may_hold_changes(item, contents):
         kind = type(item.old).__name__
         return f"not put back: the old {kind} may hold what the test changed"
     return ""
+
+
+def _only_grew(item: Found) -> bool:
+    """A container that only gained items (what a test's code added to a
+    registry): taking them out again leaves it as it was."""
+    return (
+        isinstance(item.old, Content)
+        and isinstance(item.new, Content)
+        and (item.new.grew_from(item.old))
+    )
 
 
 def _may_hold_changes(item: Found, contents: Mapping[str, Content]) -> bool:

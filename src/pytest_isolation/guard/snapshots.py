@@ -62,7 +62,8 @@ class Snapshots:
         if watch.refresh():
             self.attributes.spaces = watch.per_test()
             classes = watch.classes if self.deep else []
-            self.containers.spaces = [*watch.project.values(), *classes, *watch.objects]
+            self.containers.spaces = [*watch.project.values(), *classes]
+            self.containers.objects = list(watch.objects)
             self.containers.constants = list(watch.test_modules.values())
             self.tier.renew(self.attributes)  # reuses what is still current
             self.tier.renew(self.containers)  # reuses the contents still current

@@ -19,6 +19,7 @@ from pytest_isolation.guard.mocks import stand_in
 from pytest_isolation.guard.process import SysModules
 from pytest_isolation.guard.process import module_logger
 from pytest_isolation.guard.routine import classify
+from pytest_isolation.guard.routine import private
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
@@ -135,13 +136,19 @@ class Verdict:
         if isinstance(item.old, Content) and isinstance(item.new, Content):
             if self.containers.constant_of_a_test_module(item.key):
                 return ""
-            if not item.new.grew_from(item.old):
-                return ""
+            grew = item.new.grew_from(item.old)
             # A registry given a test's own function or class is the test's
             # leak: a later test sees what only this test defined.
             known = {id(value) for value in item.old.items}
             added = [value for value in item.new.items if id(value) not in known]
-            return "" if any(self.watch.holds_test_code(value) for value in added) else "filled"
+            if any(self.watch.holds_test_code(value) for value in added):
+                return ""
+            if grew:
+                return "filled"
+            if self.containers.held_by_an_object(item.key):
+                # An object's own bookkeeping (a pool's free list), unless public.
+                return "" if not private(item.key.rpartition(".")[2]) else "bookkeeping"
+            return ""
         if item.category.name in ("logging", "logger") and item.old is MISSING:
             # A project logger created in the window and set up (a level, a
             # handler): the project's own setup.  Disabling it is not.
