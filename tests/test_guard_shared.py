@@ -192,6 +192,40 @@ CASES: dict[str, tuple[dict[str, str], str, str, bool]] = {
         "test_a.py::test_polluter",
         True,
     ),
+    "class-level-container-through-an-instance": (
+        {
+            "proj/__init__.py": "",
+            "proj/api.py": """
+                class Api:
+                    serializers = {"json": repr}
+
+                    def serializer(self, mimetype):
+                        def register(function):
+                            self.serializers[mimetype] = function
+                            return function
+                        return register
+            """,
+            "test_a.py": """
+                import pytest
+                from proj.api import Api
+
+                @pytest.fixture
+                def api():
+                    return Api()
+
+                def test_polluter(api):
+                    @api.serializer("json")
+                    def mine(value):
+                        return "42"
+
+                def test_victim(api):
+                    assert api.serializers["json"] is repr
+            """,
+        },
+        "[[]shared] proj.api.Api.serializers (mutated in place: changed 'json') (not undone)",
+        "test_a.py::test_polluter",
+        False,
+    ),
     "setup_module-file": (
         {
             "test_a.py": """

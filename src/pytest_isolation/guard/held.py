@@ -184,6 +184,8 @@ class HeldState:
             scoped = self.scoped.get(name)
             if scoped is not None and scoped[1] is value:
                 self._read(f"fixture {name!r} (scope={scoped[0]})", value, DEPTH, seen)
+            if self.project_object(value):  # of any scope: its class is shared
+                self._read_class(type(value), seen)
         cls = getattr(item, "cls", None)
         if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
             for name, value in list(vars(cls).items()):
@@ -212,6 +214,26 @@ class HeldState:
             ]
             known = self.helpers[module.__name__] = (module, found)
         return known[1]
+
+    def _read_class(self, cls: type, seen: set[int]) -> None:
+        """The containers a project class (and its project bases) binds: a
+        mutable class attribute is one object for every instance, so what
+        one test registers through its own instance the next test's sees
+        (``self.serializers[mimetype] = fn`` on ``serializers = {}``)."""
+        home = cls.__module__.partition(".")[0]
+        for klass in cls.__mro__:
+            if klass.__module__.partition(".")[0] != home:
+                continue
+            for name, inner in list(vars(klass).items()):
+                if (
+                    issubclass(type(inner), _CONTAINERS)
+                    and id(inner) not in seen
+                    and not name.startswith("__")
+                    and len(inner) <= LARGEST
+                ):
+                    seen.add(id(inner))
+                    key = f"{klass.__module__}.{klass.__qualname__}.{name}"
+                    self.contents.append((key, Content(inner)))
 
     def _read(self, key: str, value: object, depth: int, seen: set[int]) -> None:
         if id(value) in seen or not self.project_object(value):

@@ -80,6 +80,11 @@ class Recorders:
         if not self.listening:
             return
         key = ("attribute", f"{module.__name__}.{name}")
+        if key in self.seen:
+            # The window's first write of a key names where it was made: a
+            # time patcher writes the same names at every start and stop, and
+            # walking the stack for each write cost humanize's suite 3 %.
+            return
         try:  # inside the test's own setattr: never raise into it
             site, importing = self.sites.locate()
         except Exception:
