@@ -320,6 +320,33 @@ def test_the_finder_from_a_subdirectory_takes_what_pytest_prints_there(
     )
 
 
+def test_the_finder_from_a_subdirectory_without_an_ini_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46, item 13: without an ini file the rootdir comes from the
+    paths given (``..``); a probe that ran ``test_v.py::test_victim`` alone
+    got another rootdir, other node ids, and the victim "did not run when
+    asked for alone".  Probes run with the user's run's rootdir."""
+    tests = pytester.mkdir("tests")
+    for name, source in (("test_c", POLLUTER), ("test_v", VICTIM)):
+        (tests / f"{name}.py").write_text(source)
+    (pytester.path / "test_a.py").write_text(FILLER)
+    monkeypatch.chdir(tests)
+    result = find(pytester, "test_v.py::test_victim", "..")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: tests/test_v.py::test_victim: 5 tests in 2 files run before it",
+            "isolation: alone it passes",
+            "isolation: polluter: tests/test_c.py::test_sets_mode *",
+            "isolation: reproduce: pytest test_c.py::test_sets_mode test_v.py::test_victim *",
+        ]
+    )
+    command = next(line for line in result.stdout.lines if "reproduce: pytest " in line)
+    again = run_guard(pytester, *command.split("reproduce: pytest ")[1].split())
+    again.assert_outcomes(passed=1, failed=1)
+
+
 def test_a_victim_no_probe_can_run_is_a_usage_error(pytester: pytest.Pytester) -> None:
     """A victim that is collected but that no probe can run alone (a
     conftest deselects it when asked for alone) is an error, not a verdict."""

@@ -195,6 +195,10 @@ class Finder:
         self.deadline = None if limit is None else self.started + limit
         self.limit = limit
         self.options = probe_options(config)
+        if not any(arg.split("=", 1)[0] == "--rootdir" for arg in self.options):
+            # Without an ini file the rootdir comes from the paths given: a
+            # probe given other paths would get another, and other node ids.
+            self.options.append(f"--rootdir={config.rootpath}")
         if config.pluginmanager.has_plugin("xdist"):
             self.options += ["-n", "0"]
         self.paths = list(config.args)
