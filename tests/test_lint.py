@@ -347,6 +347,19 @@ def test_the_command_line_lints_test_files_and_exits_1(
     assert lint_main([str(tmp_path / "helpers.py"), "--select", "ISO201"]) == 0
 
 
+def test_the_command_line_reads_a_coding_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46, item 14: a valid file with a PEP 263 coding line was
+    "not read (utf-8 codec ...)"."""
+    source = "# -*- coding: latin-1 -*-\nimport os\n\ndef test_a():\n    os.environ['Ä'] = 'é'\n"
+    (tmp_path / "test_a.py").write_bytes(source.encode("latin-1"))
+    assert lint_main([str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "not read" not in captured.err
+    assert f"{tmp_path}/test_a.py:5: ISO203 os.environ changed" in captured.out
+
+
 # -- the plugin in real runs -----------------------------------------------------------
 
 LEAKY = {

@@ -21,6 +21,7 @@ from pathlib import Path
 from pytest_isolation.core.words import counted
 from pytest_isolation.lint.rules import CODES
 from pytest_isolation.lint.rules import check
+from pytest_isolation.lint.rules import decode_source
 
 #: Directories never searched for test files.
 _SKIPPED = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
@@ -57,8 +58,8 @@ def lint(paths: list[Path], select: list[str] | None) -> Counter[str]:
     counts: Counter[str] = Counter()
     for path in paths:
         try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
+            source = decode_source(path.read_bytes())  # a PEP 263 coding line, else UTF-8
+        except OSError as error:
             print(f"{path}: not read ({error})", file=sys.stderr)
             continue
         for finding in check(source, str(path)):

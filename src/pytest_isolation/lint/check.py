@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
-import tokenize
 import warnings
 from collections import Counter
 from collections.abc import Generator
@@ -37,6 +35,7 @@ from pytest_isolation.lint.findings import Finding
 from pytest_isolation.lint.rules import CODES
 from pytest_isolation.lint.rules import RULES_VERSION
 from pytest_isolation.lint.rules import check
+from pytest_isolation.lint.rules import decode_source
 
 #: The lint's plugin object, when the lint is on.
 LINT_KEY = pytest.StashKey["IsolationLint"]()
@@ -164,7 +163,7 @@ class IsolationLint:
         cached = _findings(cache.get(key, None)) if cache is not None else None
         if cached is not None:
             return cached
-        findings = check(_decode(content), str(path))
+        findings = check(decode_source(content), str(path))
         if cache is not None:
             cache.set(key, [dataclasses.astuple(finding) for finding in findings])
         return findings
@@ -244,12 +243,3 @@ def _findings(value: object) -> list[Finding] | None:
             return None
         findings.append(Finding(code, line, message, fix))
     return findings
-
-
-def _decode(content: bytes) -> str:
-    """The source as Python reads it (a coding cookie, else UTF-8)."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(content).readline)
-        return content.decode(encoding)
-    except (SyntaxError, LookupError, UnicodeDecodeError):
-        return content.decode("utf-8", "replace")

@@ -358,3 +358,12 @@ _RULES: dict[type[ast.AST], tuple[Rule, ...]] = {
     ast.Call: (_state_change, _patch_start, temp.temp_path, _module_mock, hygiene.sleep),
     ast.Expr: (hygiene.bare_comparison,),
 }
+
+
+def decode_source(content: bytes) -> str:
+    """The source as Python reads it (a coding cookie, else UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(content).readline)
+        return content.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return content.decode("utf-8", "replace")
