@@ -360,6 +360,40 @@ def test_the_command_line_reads_a_coding_line(
     assert f"{tmp_path}/test_a.py:5: ISO203 os.environ changed" in captured.out
 
 
+@pytest.mark.parametrize(
+    ("fixture", "flagged"),
+    [
+        ('monkeypatch.setenv("APP_MODE", "test")', ["OTHER"]),
+        ('monkeypatch.delenv("APP_MODE", raising=False)', ["OTHER"]),
+        ('monkeypatch.setattr(os, "environ", dict(os.environ))', []),
+        ('monkeypatch.setattr("os.environ", dict(os.environ))', []),
+    ],
+)
+def test_environment_writes_an_autouse_monkeypatch_fixture_restores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fixture: str, flagged: list[str]
+) -> None:
+    """Issue 46, item 14: a conftest's autouse fixture that gives a variable
+    to ``monkeypatch`` (or replaces ``os.environ`` through it) restores what
+    a test writes there after every test: no ISO203 for it."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text(
+        "import os\nimport pytest\n\n@pytest.fixture(autouse=True)\n"
+        f"def env(monkeypatch):\n    {fixture}\n"
+    )
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_a.py").write_text(
+        "import os\n\ndef test_a():\n    os.environ['APP_MODE'] = 'x'\n"
+        "    os.environ['OTHER'] = 'y'\n"
+    )
+    lint_main([str(tests)])
+    out = capsys.readouterr().out
+    found = [
+        key for key in ("APP_MODE", "OTHER") if "ISO203 os.environ changed" in out and key in out
+    ]
+    assert found == flagged, out
+
+
 # -- the plugin in real runs -----------------------------------------------------------
 
 LEAKY = {

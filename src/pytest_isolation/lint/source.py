@@ -146,19 +146,21 @@ class Source:
 
     def monkeypatched_keys(self, node: ast.AST) -> set[str]:
         """Keys the functions around ``node`` give ``monkeypatch.setenv/delenv``:
-        monkeypatch puts them back, whatever else changes them in between."""
+        monkeypatch puts them back, whatever else changes them in between.
+        So do those an autouse fixture of this file or of a conftest above
+        gives it: it runs around every test."""
         keys = set()
         for function in self._functions_around(node):
-            for call in ast.walk(function):
-                if (
-                    isinstance(call, ast.Call)
-                    and isinstance(call.func, ast.Attribute)
-                    and call.func.attr in ("setenv", "delenv")
-                    and call.args
-                    and isinstance(call.args[0], ast.Constant)
-                ):
-                    keys.add(str(call.args[0].value))
-        return keys
+            keys |= _env_keys(function)
+        return keys | self.autouse_env_keys() | conftest_env_keys(self.path)
+
+    def autouse_env_keys(self) -> set[str]:
+        return {
+            key
+            for function in _module_functions(self.tree)
+            if _autouse(function)
+            for key in _env_keys(function)
+        }
 
     def _functions_around(self, node: ast.AST) -> list[Function]:
         return [
@@ -208,9 +210,36 @@ class Source:
         ``with`` around its ``yield`` (``mock.patch.dict(os.environ)``)."""
         return any(
             _autouse(function)
-            and (self._function_restores(function, kind) or self._with_around_yield(function, kind))
+            and (
+                self._function_restores(function, kind)
+                or self._with_around_yield(function, kind)
+                or (kind == "environ" and self._replaces_environ(function))
+            )
             for function in _module_functions(self.tree)
         )
+
+    def _replaces_environ(self, function: Function) -> bool:
+        """``monkeypatch.setattr(os, "environ", {...})`` (or ``"os.environ"``):
+        every write the test makes goes to a copy that monkeypatch drops."""
+        for call in ast.walk(function):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "setattr"
+                and call.args
+            ):
+                continue
+            first = call.args[0]
+            if isinstance(first, ast.Constant) and first.value == "os.environ":
+                return True
+            second = call.args[1] if len(call.args) > 1 else None
+            if (
+                self.qual(first) == "os"
+                and isinstance(second, ast.Constant)
+                and second.value == "environ"
+            ):
+                return True
+        return False
 
     def _with_around_yield(self, function: Function, kind: str) -> bool:
         withs = [
@@ -293,6 +322,44 @@ def conftest_restores(path: str, kind: str) -> bool:
         if any((directory / name).exists() for name in _ROOT_FILES):
             return False
     return False
+
+
+_CONFTEST_KEYS: dict[str, set[str]] = {}
+
+
+def conftest_env_keys(path: str) -> set[str]:
+    """The environment variables the autouse fixtures of the conftests above
+    ``path`` (up to the project's root) give ``monkeypatch.setenv/delenv``."""
+    keys: set[str] = set()
+    folder = Path(path).resolve().parent
+    for directory in (folder, *folder.parents):
+        conftest = directory / "conftest.py"
+        if conftest.is_file() and str(conftest) != str(Path(path).resolve()):
+            known = _CONFTEST_KEYS.get(str(conftest))
+            if known is None:
+                try:
+                    tree = pysource.parse(conftest.read_bytes(), str(conftest))
+                except OSError:
+                    tree = None
+                known = set() if tree is None else Source(tree, str(conftest)).autouse_env_keys()
+                _CONFTEST_KEYS[str(conftest)] = known
+            keys |= known
+        if any((directory / name).exists() for name in _ROOT_FILES):
+            break
+    return keys
+
+
+def _env_keys(function: Function) -> set[str]:
+    """The constant keys ``function`` gives ``monkeypatch.setenv/delenv``."""
+    return {
+        str(call.args[0].value)
+        for call in ast.walk(function)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("setenv", "delenv")
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+    }
 
 
 def _conftest_has(conftest: Path, kind: str) -> bool:
