@@ -550,6 +550,13 @@ def test_without_the_cache_plugin(pytester: pytest.Pytester) -> None:
         "assert result is None",
         "assert 'x' not in seen",
         "handler.assert_not_called()",
+        # issue 46, item 14: unittest's checks and a queue found empty
+        "self.assertFalse(sent)",
+        "self.assertIsNone(result)",
+        "self.assertNotIn('x', seen)",
+        "self.assertEqual(len(sent), 0)",
+        "self.assertEqual(handler.calls, [])",
+        "assert events.empty()",
     ],
 )
 def test_a_sleep_before_checking_that_nothing_happened_is_fine(check: str) -> None:

@@ -10,6 +10,7 @@ suites nearly all of them were deliberate "does not raise" tests.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from pytest_isolation.lint.findings import Hit
@@ -182,9 +183,33 @@ def _named_check(node: ast.AST) -> bool:
 _NOTHING = (None, False, 0, "", b"")
 
 
+#: Words of a check's name that say it checks an absence
+#: (``assert_not_called``, ``assertNotIn``, ``assertFalse``, ``assertIsNone``).
+_ABSENT_WORDS = frozenset({"not", "false", "none", "empty"})
+#: Checks that compare their first two arguments (``assertEqual(len(sent), 0)``).
+_EQUALITY = frozenset({"assertEqual", "assertEquals", "assertIs"})
+
+
+def _words(name: str) -> set[str]:
+    """``assertNotIn`` and ``assert_not_called`` as words."""
+    return {word.lower() for word in re.findall(r"[a-z]+|[A-Z][a-z]*", name)}
+
+
+def _nothing(value: ast.AST) -> bool:
+    """``None``, ``False``, ``0``, ``""``, or an empty list, tuple, dict or set."""
+    if isinstance(value, ast.List | ast.Tuple | ast.Set):
+        return not value.elts
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    return isinstance(value, ast.Constant) and value.value in _NOTHING
+
+
 def _absence(check: ast.AST) -> bool:
     if isinstance(check, ast.Call):
-        return "not" in _name(check.func).lower().split("_")
+        name = _name(check.func)
+        if name in _EQUALITY and len(check.args) >= 2:
+            return _nothing(check.args[1]) or _nothing(check.args[0])
+        return bool(_words(name) & _ABSENT_WORDS)
     test = check.test if isinstance(check, ast.Assert) else None
     match test:
         case ast.UnaryOp(op=ast.Not()):
@@ -192,10 +217,9 @@ def _absence(check: ast.AST) -> bool:
         case ast.Compare(ops=[ast.NotIn()]):
             return True
         case ast.Compare(ops=[ast.Is() | ast.Eq()], comparators=[right]):
-            empty = isinstance(right, ast.List | ast.Tuple | ast.Dict | ast.Set) and not (
-                getattr(right, "elts", None) or getattr(right, "keys", None)
-            )
-            return empty or (isinstance(right, ast.Constant) and right.value in _NOTHING)
+            return _nothing(right)
+        case ast.Call(func=func):  # ``assert queue.empty()``
+            return bool(_words(_name(func)) & {"empty"})
     return False
 
 
