@@ -318,6 +318,41 @@ def test_junit_gets_suite_properties_and_attributes(pytester: pytest.Pytester, s
     assert recorded("file.xml") == recorded("plain.xml")
 
 
+def test_an_unpicklable_recorded_property_is_sent_as_its_text(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Issue 46, item 8: ``record_property`` with a lock or a generator made
+    the child exit 3 and the test fail; a plain run passes and its JUnit XML
+    report writes the value's text.  File mode sends the text, and says so."""
+    pytester.makepyfile(
+        test_j="""
+        import threading
+
+        def test_p(record_property):
+            record_property("lock", threading.Lock())
+            record_property("numbers", (n for n in range(3)))
+            record_property("k", "v")
+        """
+    )
+    run_plain(pytester, "--junitxml=plain.xml").assert_outcomes(passed=1)
+    result = run_file_mode(pytester, start, "-rA", "--junitxml=file.xml")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "record_property 'lock': its value could not be sent from the test's process "
+            "(TypeError: cannot pickle '_thread.lock' object); sent as its text, *",
+            "record_property 'numbers': *",
+        ]
+    )
+
+    def recorded(name: str) -> list[str]:
+        text = (pytester.path / name).read_text()
+        return re.findall(r'<property name="(\w+)" value="([^" ]+)', text)
+
+    assert recorded("file.xml") == recorded("plain.xml")
+    assert [name for name, _ in recorded("plain.xml")] == ["lock", "numbers", "k"]
+
+
 # -- pytest-instafail ---------------------------------------------------------------
 
 

@@ -135,6 +135,34 @@ def _selectors(found: list[list[str]] | None) -> tuple[tuple[str, ...], ...] | N
     return None if found is None else tuple(map(tuple, found))
 
 
+def sendable_properties(
+    properties: list[tuple[str, object]],
+) -> tuple[list[tuple[str, object]], list[str]]:
+    """What a test recorded with ``record_property`` (a report's
+    ``user_properties``), each value as it is when it can be sent to the
+    parent, else as its text (what pytest's JUnit XML report writes); and a
+    sentence for each value that could not be sent."""
+    sent: list[tuple[str, object]] = []
+    unsent: list[str] = []
+    for name, value in properties:
+        try:
+            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as error:
+            try:
+                text = str(value)
+            except Exception:
+                text = object.__repr__(value)
+            sent.append((name, text))
+            unsent.append(
+                f"record_property {name!r}: its value could not be sent from the test's "
+                f"process ({type(error).__name__}: {error}); sent as its text, as the JUnit "
+                "XML report writes it"
+            )
+        else:
+            sent.append((name, value))
+    return sent, unsent
+
+
 class Sender:
     """The child's end: writes whole messages to a pipe."""
 

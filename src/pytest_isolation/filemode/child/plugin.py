@@ -74,6 +74,7 @@ from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.filemode.wire import receive
+from pytest_isolation.filemode.wire import sendable_properties
 
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2
@@ -350,6 +351,12 @@ class ChildPlugin:
         config = self.config
         hook = config.hook.pytest_report_to_serializable
         data: dict[str, Any] = hook(config=config, report=report)
+        properties = data.get("user_properties")
+        if properties:
+            data["user_properties"], unsent = sendable_properties(list(properties))
+            if unsent:
+                sections = list(data.get("sections") or [])
+                data["sections"] = [*sections, ("isolation", "\n".join(unsent))]
         return data
 
     def items(self, session: pytest.Session) -> Iterator[tuple[pytest.Item, pytest.Item | None]]:
