@@ -95,10 +95,16 @@ class Settings:
     #: Record what each test file executes (the selector's ``recorded`` scope).
     record: str = "auto"
 
+    #: Whether a record made here can be kept: pytest's cache is on, or a run
+    #: report (which holds the run's record) is written.
+    record_kept: bool = True
+
     @property
     def recording(self) -> bool:
-        """Whether this run records: file mode unless ``off``, a plain run when ``on``."""
-        return self.record == "on" or (self.record == "auto" and self.mode == "file")
+        """Whether this run records: file mode unless ``off`` (or, under
+        ``auto``, unless nothing could keep the record), a plain run when ``on``."""
+        automatic = self.record == "auto" and self.mode == "file" and self.record_kept
+        return self.record == "on" or automatic
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -121,6 +127,10 @@ class Settings:
             },
             deep=bool(deep),
             twice=bool(config.getoption("isolation_twice", False)),
+            record_kept=(
+                config.pluginmanager.has_plugin("cacheprovider")
+                or options.path(config, "isolation_report") is not None
+            ),
         )
 
 
