@@ -336,16 +336,20 @@ def test_the_polluter_is_named_with_what_it_shares(
 
 def test_shared_state_a_test_did_not_change_is_not_reported(pytester: pytest.Pytester) -> None:
     """Reading a shared object, adding to its private cache, or counting on
-    it is no leak; neither is a fixture's file that no test writes."""
+    it is no leak; neither is a fixture's file that no test writes, nor a
+    class-level list each new object adds itself to (filled, as a module's)."""
     _write(
         pytester,
         {
             "proj/__init__.py": "",
             "proj/store.py": """
                 class Store:
+                    instances = []
+
                     def __init__(self):
                         self._cache = {}
                         self.hits = 0
+                        Store.instances.append(self)
 
                     def get(self, key):
                         self.hits += 1
@@ -361,11 +365,15 @@ def test_shared_state_a_test_did_not_change_is_not_reported(pytester: pytest.Pyt
                     path.write_text("a")
                     return Store(), path
 
-                def test_one(store):
+                @pytest.fixture
+                def fresh():
+                    return Store()
+
+                def test_one(store, fresh):
                     assert store[0].get("a") == "A"
                     assert store[1].read_text() == "a"
 
-                def test_two(store):
+                def test_two(store, fresh):
                     assert store[0].get("b") == "B"
             """,
         },

@@ -171,6 +171,8 @@ class HeldState:
         self.scoped: dict[str, tuple[str, object]] = {}
         self.objects: list[_Object] = []
         self.contents: list[tuple[str, Content]] = []
+        #: The keys of ``contents`` that a class binds (not an object).
+        self.class_level: set[str] = set()
         #: The running test's module's helper classes, as it started.
         self.classes: list[_Object] = []
         #: Each test module's helper classes, found once.
@@ -178,7 +180,7 @@ class HeldState:
 
     def remember(self, item: pytest.Item) -> None:
         """Read what ``item`` shares with the other tests of its scopes."""
-        self.objects, self.contents = [], []
+        self.objects, self.contents, self.class_level = [], [], set()
         seen: set[int] = set()
         for name, value in getattr(item, "funcargs", {}).items():
             scoped = self.scoped.get(name)
@@ -234,6 +236,7 @@ class HeldState:
                     seen.add(id(inner))
                     key = f"{klass.__module__}.{klass.__qualname__}.{name}"
                     self.contents.append((key, Content(inner)))
+                    self.class_level.add(key)
 
     def _read(self, key: str, value: object, depth: int, seen: set[int]) -> None:
         if id(value) in seen or not self.project_object(value):
@@ -302,14 +305,13 @@ class HeldState:
             now = Content(content.container)
             if now == content:
                 continue
-            added = _added(content, now)
             name = key.rpartition(".")[2]
-            if (
-                now.grew_from(content)
-                and private(name)
-                and not any(self.holds_test_code(value) for value in added)
-            ):
-                continue  # a private cache filled
+            # A class's container that only grew is filled, as a module's is
+            # (``instances = []`` appended to by each new object); an object's
+            # only when it is private (its cache): a public one is its state.
+            filled = now.grew_from(content) and (key in self.class_level or private(name))
+            if filled and not any(self.holds_test_code(value) for value in _added(content, now)):
+                continue
             change = difference(content.plain(), now.plain()) or f"was {content!r}, now {now!r}"
             found.append((key, f"{key} (mutated in place: {change})"))
         return found
