@@ -32,6 +32,11 @@ class Service:
         ("m.ITEMS", [1], [1, 2], "filled"),
         ("m.ITEMS", [1], [2, 1], ""),  # not the old items first: rebuilt otherwise
         ("m._tokens", {"a": 1}, {"b": 2}, "rebuilt"),
+        ("m.app._got_first_request", False, True, "created"),  # a private flag set once
+        ("m._werkzeug_version", "", "3.1.9", "created"),  # found on first use
+        ("m.settings.DEBUG", False, True, ""),  # a public flag raised: a leak
+        ("m._mode", "fast", "safe", ""),  # a private value changed: a leak
+        ("m._ready", True, False, ""),  # a flag lowered: a leak
         ("m._classes", {"a": 1, "b": 2}, {}, ""),  # a registry reset by rebinding: a leak
         ("m._classes", {"a": 1, "b": 2}, {"c": 3}, ""),  # fewer entries: no cache made again
         ("m.TOKENS", {"a": 1}, {"b": 2}, ""),  # public: a leak

@@ -536,3 +536,33 @@ def test_an_object_s_own_bookkeeping_is_kept(pytester: pytest.Pytester) -> None:
         ]
     )
     result.stdout.no_fnmatch_line("*pool._free*leaked*")
+
+
+def test_a_registered_plugin_module_s_state_is_the_run_s(pytester: pytest.Pytester) -> None:
+    """A project that is a pytest plugin (syrupy's own suite) keeps its
+    session's state in its plugin module: that is the run's machinery, not
+    state a test leaked (it was reported for 12 of syrupy's tests)."""
+    _write(
+        pytester,
+        {
+            "proj/__init__.py": "",
+            "proj/plugin.py": """
+                _state = {"last": None}
+
+                def pytest_runtest_call(item):
+                    _state["last"] = item.nodeid
+            """,
+            "test_a.py": """
+                def test_one():
+                    pass
+
+                def test_two():
+                    pass
+            """,
+        },
+    )
+    result = pytester.runpytest_subprocess(
+        *GUARD_MODES["plain"], "-p", "proj.plugin", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*leaked*")

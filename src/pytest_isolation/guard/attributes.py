@@ -465,6 +465,9 @@ class Watchlist:
         self.test_names: set[str] = set()
         #: Top-level packages of registered pytest plugins (skipped by the scan).
         self.plugin_packages: set[str] = set(MACHINERY)
+        #: The modules registered as pytest plugins (syrupy's own module when
+        #: syrupy's suite runs): their state is the run's, not the project's.
+        self.plugin_modules: set[str] = set()
         self.project: dict[str, Space] = {}
         self.classes: list[Space] = []
         self.patched: dict[int, Space] = {}
@@ -737,6 +740,8 @@ class Watchlist:
 
     def _is_project(self, name: str, module: object) -> bool:
         if not isinstance(module, types.ModuleType) or name.partition(".")[0] in MACHINERY:
+            return False
+        if name in self.plugin_modules:
             return False
         path = getattr(module, "__file__", None)
         if not isinstance(path, str):

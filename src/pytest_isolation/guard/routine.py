@@ -52,7 +52,12 @@ def classify(category: str, key: str, old: object, new: object, owner: object = 
         if advanced and (COUNTER_NAME.search(name) or private(name)):  # ``_lastrowid`` too
             return "counter"
         if old is MISSING and hides_a_default(owner, name, new):
-            return ""  # ``rule.enabled = False`` over the class's ``enabled = True``
+            # ``rule.enabled = False`` over the class's ``enabled = True`` is a
+            # change; a private flag set once over its default is not.
+            default = getattr(type(owner), name, MISSING)
+            return "created" if private(name) and set_once(default, new) else ""
+        if private(name) and set_once(old, new):
+            return "created"  # ``_got_first_request``, ``_werkzeug_version`` found lazily
         if (old is None or old is MISSING) and new is not MISSING:
             behaviour = callable(new) or issubclass(type(new), BEHAVIOUR)
             # Installing behaviour (a function, a class, a mock) is a patch,
@@ -66,6 +71,14 @@ def classify(category: str, key: str, old: object, new: object, owner: object = 
         if type(old) in CACHES and grown(old, new):  # ``PLUGINS = {**PLUGINS, ...}``
             return "filled"
     return ""
+
+
+def set_once(old: object, new: object) -> bool:
+    """A flag raised (``False`` to ``True``) or an empty string given its
+    value: what a library does once, the first time it needs it."""
+    if old is False:
+        return new is True
+    return type(old) is str and old == "" and type(new) is str and new != ""
 
 
 #: The containers a private cache is rebuilt as.

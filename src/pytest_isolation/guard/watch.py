@@ -161,6 +161,7 @@ class LeakGuard:
             name = getattr(plugin, "__name__", "") if hasattr(plugin, "__file__") else ""
             if name and os.path.basename(str(plugin.__file__)) != "conftest.py":
                 self.watch.plugin_packages.add(name.partition(".")[0])
+                self.watch.plugin_modules.add(name)
         self.recorders.install()
 
     def pytest_unconfigure(self) -> None:
