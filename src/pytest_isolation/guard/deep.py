@@ -16,6 +16,7 @@ import logging
 import types
 from collections.abc import Callable
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from pytest_isolation.core.words import counted
@@ -78,14 +79,19 @@ def _containers_in(
     binds it by ``from x import y``, then the shortest name, then the first
     alphabetically.  A container whose content ``known``
     already holds, unchanged, keeps that snapshot (no copy)."""
-    by_container: dict[int, tuple[tuple[bool, int, str], str, Any]] = {}
+    by_container: dict[int, tuple[str, Any, Callable[[], bool]]] = {}
     for key, value, imported in _bound(spaces, watched, nested):
-        rank = (imported, len(key), key)
         seen = by_container.get(id(value))
-        if seen is None or rank < seen[0]:
-            by_container[id(value)] = (rank, key, value)
+        if seen is None:
+            by_container[id(value)] = (key, value, imported)
+            continue
+        # Reached under a second name: only now is each module's source read
+        # for its ``from x import y`` (parsing every module cost seconds).
+        first_key, _, first_imported = seen
+        if (imported(), len(key), key) < (first_imported(), len(first_key), first_key):
+            by_container[id(value)] = (key, value, imported)
     found: dict[str, Content] = {}
-    for _, key, value in by_container.values():
+    for key, value, _ in by_container.values():
         old = known.get(key) if known is not None else None
         if old is not None and old.container is value and items_of(value) == old.items:
             found[key] = old
@@ -96,18 +102,22 @@ def _containers_in(
 
 def _bound(
     spaces: list[Space], watched: Callable[[str], bool], nested: Callable[[str], bool]
-) -> Iterator[tuple[str, Any, bool]]:
-    """Each container, its key, and whether its module binds it by ``from x import y``."""
+) -> Iterator[tuple[str, Any, Callable[[], bool]]]:
+    """Each container, its key, and whether its module binds it by ``from x
+    import y`` (asked only when needed: it reads the module's source)."""
     for prefix, owner in spaces:
-        aliases = bindings.from_imports(owner) if isinstance(owner, types.ModuleType) else {}
         for name, value in list(vars(owner).items()):
             if issubclass(type(value), CONTAINERS) and watched(name):
                 key = f"{prefix}.{name}"
-                imported = name in aliases
+                imported = partial(_from_import, owner, name)
                 yield key, value, imported
                 if nested(name):
                     for inner, item in _nested(key, value):
                         yield inner, item, imported
+
+
+def _from_import(owner: object, name: str) -> bool:
+    return isinstance(owner, types.ModuleType) and name in bindings.from_imports(owner)
 
 
 def _nested(key: str, container: Any) -> Iterator[tuple[str, Any]]:

@@ -34,6 +34,7 @@ import pytest
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.attributes import equal_for_real
+from pytest_isolation.guard.attributes import identical
 from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.leftovers import TOOL_FILES
 from pytest_isolation.guard.routine import classify
@@ -150,11 +151,21 @@ HINT = "give each test its own object (a function-scoped fixture, setUp), or res
 class _Object:
     """A held object's (or a helper class's) attributes when the test started."""
 
-    __slots__ = ("attributes", "key", "owner")
+    __slots__ = ("attributes", "key", "owner", "values")
 
     def __init__(self, key: str, owner: object) -> None:
         self.key, self.owner = key, owner
         self.attributes = dict(vars(owner))
+        self.values = list(self.attributes.values())
+
+    def unchanged(self) -> bool:
+        """The same names bound to the same objects: one pass at C speed,
+        the common case after a test."""
+        try:
+            now = vars(self.owner)
+        except TypeError:
+            return True
+        return len(now) == len(self.values) and identical(list(now.values()), self.values)
 
 
 class HeldState:
@@ -175,6 +186,9 @@ class HeldState:
         self.class_level: set[str] = set()
         #: The running test's module's helper classes, as it started.
         self.classes: list[_Object] = []
+        #: The last test's file and its module's helper classes.
+        self._path: object = None
+        self._helpers: list[tuple[str, type]] = []
         #: Each test module's helper classes, found once.
         self.helpers: dict[str, tuple[types.ModuleType, list[tuple[str, type]]]] = {}
 
@@ -193,13 +207,11 @@ class HeldState:
             for name, value in list(vars(cls).items()):
                 if not name.startswith("__"):
                     self._read(f"{cls.__qualname__}.{name}", value, DEPTH, seen)
-        module = getattr(item, "module", None)
-        if isinstance(module, types.ModuleType):
-            self.classes = [_Object(*pair) for pair in self._helpers_of(module)]
-            for held in self.classes:  # a project descriptor's own state (its observers)
-                for name, value in held.attributes.items():
-                    if not name.startswith("__"):
-                        self._read(f"{held.key}.{name}", value, DEPTH, seen)
+        if item.path != self._path:  # the tests of one file run one after another
+            module = getattr(item, "module", None)
+            self._path = item.path
+            self._helpers = self._helpers_of(module) if isinstance(module, types.ModuleType) else []
+        self.classes = [_Object(*pair) for pair in self._helpers]
 
     def _helpers_of(self, module: types.ModuleType) -> list[tuple[str, type]]:
         """The classes a test module defines that hold no tests (``class
@@ -265,10 +277,9 @@ class HeldState:
     def _attribute_changes(self) -> list[tuple[str, str]]:
         found = []
         for held in self.objects:
-            try:
-                now = dict(vars(held.owner))
-            except TypeError:
+            if held.unchanged():
                 continue
+            now = dict(vars(held.owner))
             for name in held.attributes.keys() | now.keys():
                 old, new = held.attributes.get(name, MISSING), now.get(name, MISSING)
                 if same(old, new) or equal_for_real(old, new):
@@ -288,6 +299,8 @@ class HeldState:
     def _class_changes(self) -> list[tuple[str, str]]:
         found = []
         for held in self.classes:
+            if held.unchanged():
+                continue
             now = dict(vars(held.owner))
             for name in held.attributes.keys() | now.keys():
                 old, new = held.attributes.get(name, MISSING), now.get(name, MISSING)
