@@ -4,6 +4,8 @@ import and for the program's own name."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -204,3 +206,38 @@ def test_a_killed_origin_of_the_fork_servers_is_contained(pytester: pytest.Pytes
         ["*the origin of the fork servers has ended; each child is spawned instead"]
     )
     result.stdout.fnmatch_lines(["test_b.py .*", "test_c.py .*"])
+
+
+def _run(cwd: Path, *args: str) -> str:
+    """``python -m pytest ARGS`` as a person runs it: pytester's own runs put
+    the working directory on ``PYTHONPATH``, which hides what ``sys.path[0]``
+    does."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("start", START_METHODS)
+def test_a_package_in_the_working_directory_is_found_beside_a_tests_conftest(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Issue 46, item 2: ``python -m pytest tests/test_pkg.py`` finds a
+    package in the working directory (``sys.path[0]``); a spawned or
+    forkserver child took the ``tests/`` folder pytest had put in front of
+    ``sys.path`` for its conftest as its ``sys.path[0]``, and the import
+    failed."""
+    pytester.mkpydir("mypkg").joinpath("__init__.py").write_text("X = 1\n")
+    tests = pytester.mkdir("tests")
+    (tests / "conftest.py").write_text("")
+    (tests / "test_pkg.py").write_text("import mypkg\n\ndef test_pkg():\n    assert mypkg.X == 1\n")
+    assert "1 passed" in _run(pytester.path, "-p", "no:isolation", "tests/test_pkg.py")
+    file_mode = ("-p", "isolation", "--isolation-mode=file", f"--isolation-start={start}")
+    output = _run(pytester.path, *file_mode, "tests/test_pkg.py")
+    assert "1 passed" in output, output

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_isolation.core import startup as _startup  # noqa: F401  (first: sys.path before any conftest)
 from pytest_isolation.core.names import VERSION
 from pytest_isolation.core.shared import shared_fixture
 from pytest_isolation.core.warnings import IsolationLintWarning

@@ -33,6 +33,7 @@ from typing import IO
 from typing import Any
 from typing import BinaryIO
 
+from pytest_isolation.core import startup
 from pytest_isolation.core.signals import signal_name
 from pytest_isolation.filemode.lifetime import die_with_parent
 from pytest_isolation.filemode.lifetime import ending_default
@@ -74,7 +75,7 @@ def as_the_parent() -> dict[str, Any]:
     spec = getattr(main, "__spec__", None)
     return {
         "parent": os.getpid(),
-        "path0": sys.path[0],
+        "path0": startup.PATH0,  # not a conftest's folder pytest inserted since
         "argv0": sys.argv[0] if sys.argv else "",
         "main_file": str(getattr(main, "__file__", "") or ""),
         "main_name": str(getattr(spec, "name", "") or ""),
