@@ -241,3 +241,41 @@ def test_a_package_in_the_working_directory_is_found_beside_a_tests_conftest(
     file_mode = ("-p", "isolation", "--isolation-mode=file", f"--isolation-start={start}")
     output = _run(pytester.path, *file_mode, "tests/test_pkg.py")
     assert "1 passed" in output, output
+
+
+SIGNAL_FROM_CONFTEST = {
+    "conftest": """
+        import signal
+
+        RECEIVED = []
+
+        def pytest_configure(config):
+            signal.signal(signal.SIGUSR1, lambda number, frame: RECEIVED.append(number))
+    """,
+    "test_signal": """
+        import os
+        import signal
+
+        import conftest
+
+        def test_the_suite_s_handler_runs():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert conftest.RECEIVED == [signal.SIGUSR1]
+    """,
+}
+
+
+@pytest.mark.parametrize("start", START_METHODS)
+def test_a_signal_handler_a_conftest_sets_stays_the_suite_s(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Issue 46, item 3: a ``SIGUSR1`` handler set in ``pytest_configure``
+    was taken over in a child by the traceback dump a timed-out child gets
+    (faulthandler), so the test's own signal dumped tracebacks instead."""
+    pytester.makepyfile(**SIGNAL_FROM_CONFTEST)
+    oracle = pytester.runpytest_subprocess("-p", "no:isolation", "test_signal.py", timeout=TIMEOUT)
+    oracle.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess(
+        *FILE_MODE, f"--isolation-start={start}", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=1)

@@ -49,6 +49,18 @@ STDERR_TAIL_BYTES = 12000
 STDERR_TAIL_LINES = 100
 
 
+def _dump_signal() -> int:
+    """The signal a timed-out child gets first: it dumps every thread's
+    traceback.  A real-time signal where there are some (Linux), which no
+    suite's handler uses: a conftest's own ``SIGUSR1`` handler stays the
+    suite's.  ``SIGUSR1`` elsewhere."""
+    first_real_time = getattr(signal, "SIGRTMIN", None)
+    return int(first_real_time) + 5 if first_real_time is not None else int(signal.SIGUSR1)
+
+
+DUMP_SIGNAL = _dump_signal()
+
+
 # What a spawned interpreter does first, with ``spec`` read: end with its
 # parent, asked before pytest loads (see filemode/lifetime.py); put back the
 # parent's sys.path[0] (``python -m pytest`` and the ``pytest`` script differ
@@ -271,5 +283,5 @@ def child_start(close: tuple[int, ...], stderr: IO[bytes], parent: int) -> None:
         # A fatal error's traceback goes to the stderr tail, on an fd of
         # its own: pytest's capture points fd 2 elsewhere during tests.
         faulthandler.enable(os.dup(2))
-    # A timed-out child dumps every thread's traceback there on SIGUSR1.
-    faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)
+    # A timed-out child dumps every thread's traceback there (DUMP_SIGNAL).
+    faulthandler.register(DUMP_SIGNAL, os.dup(2), all_threads=True)

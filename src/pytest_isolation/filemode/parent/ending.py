@@ -10,10 +10,8 @@ import signal
 import time
 from collections.abc import Iterator
 
+from pytest_isolation.filemode.processes import DUMP_SIGNAL
 from pytest_isolation.filemode.processes import Child
-
-#: Signal a timed-out child gets first gets first: it dumps every thread's traceback.
-DUMP_SIGNAL = signal.SIGUSR1
 
 
 def _tree(root: int) -> set[int]:
@@ -96,7 +94,7 @@ def end_at_once(child: Child, keep_stream: bool = False) -> None:
 def end_tree(child: Child, grace: float) -> None:
     """End a timed-out child and every process it started.
 
-    The child first dumps its threads' tracebacks (SIGUSR1); then the whole
+    The child first dumps its threads' tracebacks (DUMP_SIGNAL); then the whole
     tree is frozen (SIGSTOP, so nothing forks while it is found), sent
     SIGTERM and let go, and what still runs after ``grace`` seconds is
     killed.  Descendants that started a session of their own are found by

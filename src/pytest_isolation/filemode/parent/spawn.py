@@ -10,6 +10,7 @@ import tempfile
 
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.filemode.processes import AS_THE_PARENT
+from pytest_isolation.filemode.processes import DUMP_SIGNAL
 from pytest_isolation.filemode.processes import Child
 from pytest_isolation.filemode.processes import as_the_parent
 from pytest_isolation.filemode.wire import ChildSpec
@@ -17,8 +18,8 @@ from pytest_isolation.filemode.wire import ChildSpec
 # Run by a spawned child: what a spawned interpreter does first (AS_THE_PARENT), then pytest.
 _SPAWN_CODE = (
     "import faulthandler, importlib.util, json, os, signal, sys\n"
-    # A timed-out child dumps every thread's traceback to its stderr file on SIGUSR1.
-    "faulthandler.register(signal.SIGUSR1, os.dup(2), all_threads=True)\n"
+    # A timed-out child dumps every thread's traceback to its stderr file (DUMP_SIGNAL).
+    f"faulthandler.register({DUMP_SIGNAL}, os.dup(2), all_threads=True)\n"
     f"spec = json.loads(os.environ[{CHILD_ENV!r}])\n"
     f"{AS_THE_PARENT}"
     "del spec\n"
