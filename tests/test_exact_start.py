@@ -279,3 +279,41 @@ def test_a_signal_handler_a_conftest_sets_stays_the_suite_s(
         *FILE_MODE, f"--isolation-start={start}", timeout=TIMEOUT
     )
     result.assert_outcomes(passed=1)
+
+
+SIGCHLD_IGNORED = {
+    "conftest": """
+        import signal
+
+        def pytest_configure(config):
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    """,
+    "test_exits": """
+        import os
+
+        def test_exits():
+            os._exit(3)
+    """,
+    "test_ignored": """
+        import signal
+
+        def test_the_suite_s_setting():
+            assert signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN
+    """,
+}
+
+
+@pytest.mark.parametrize("start", START_METHODS)
+def test_a_conftest_that_ignores_sigchld_keeps_each_child_s_exit_status(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    """Issue 46, item 9: with ``SIGCHLD`` ignored the kernel reaped every
+    child at once, and ``os._exit(3)`` was reported as "killed by signal 9"
+    or "exited with code 0".  The children still see the suite's setting."""
+    pytester.makepyfile(**SIGCHLD_IGNORED)
+    result = pytester.runpytest_subprocess(
+        *FILE_MODE, f"--isolation-start={start}", "-p", "no:randomly", timeout=TIMEOUT
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*exited with code 3 while running test_exits (call)*"])
+    result.stdout.no_fnmatch_line("*SIGKILL*")

@@ -118,3 +118,31 @@ def ending_default() -> None:
     for number in ENDING:
         if signal.getsignal(number) is _interrupt:
             signal.signal(number, signal.SIG_DFL)
+
+
+#: The suite's ``SIGCHLD`` disposition while the parent keeps the default.
+_SUITE_SIGCHLD: list[Any] = []
+
+
+def wait_for_own_children() -> None:
+    """In the parent: ``SIGCHLD`` at its default while it has children of
+    its own.  A conftest that ignores it (``signal.signal(SIGCHLD,
+    SIG_IGN)``) makes the kernel reap every child at once, and a child's
+    exit status is lost: ``os._exit(3)`` read as killed by SIGKILL, or as
+    exited with code 0.  Each forked child gets the suite's setting back
+    (:func:`suite_sigchld`); :func:`give_back_sigchld` ends it."""
+    number = getattr(signal, "SIGCHLD", None)
+    if number is not None and not _SUITE_SIGCHLD and signal.getsignal(number) == signal.SIG_IGN:
+        _SUITE_SIGCHLD.append(signal.signal(number, signal.SIG_DFL))
+
+
+def suite_sigchld() -> None:
+    """In a forked child: the suite's ``SIGCHLD`` setting, as the parent had it."""
+    if _SUITE_SIGCHLD:
+        signal.signal(signal.SIGCHLD, _SUITE_SIGCHLD[0])
+
+
+def give_back_sigchld() -> None:
+    """In the parent, once its children are done: the suite's setting again."""
+    if _SUITE_SIGCHLD:
+        signal.signal(signal.SIGCHLD, _SUITE_SIGCHLD.pop())

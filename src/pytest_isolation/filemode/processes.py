@@ -37,6 +37,7 @@ from pytest_isolation.core import startup
 from pytest_isolation.core.signals import signal_name
 from pytest_isolation.filemode.lifetime import die_with_parent
 from pytest_isolation.filemode.lifetime import ending_default
+from pytest_isolation.filemode.lifetime import suite_sigchld
 from pytest_isolation.filemode.wire import START
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
@@ -269,12 +270,18 @@ def _child_main(
         os._exit(code)
 
 
-def child_start(close: tuple[int, ...], stderr: IO[bytes], parent: int) -> None:
+def child_start(
+    close: tuple[int, ...], stderr: IO[bytes], parent: int, runs_tests: bool = True
+) -> None:
     """What a forked child does first: end with ``parent``, take the default
     signal handlers, close the parent's ends, lead a session of its own and
-    write its stderr to ``stderr``."""
+    write its stderr to ``stderr``.  A process that runs tests takes the
+    suite's ``SIGCHLD`` setting; the origin and the fork servers, which wait
+    for children of their own, keep the default."""
     die_with_parent(parent)
     ending_default()
+    if runs_tests:
+        suite_sigchld()
     for fd in close:
         os.close(fd)
     os.setsid()

@@ -159,12 +159,14 @@ class FileModeController:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.config.stash[SESSION] = session
         self.ending = lifetime.interrupt_on_ending()  # until the session finishes
+        lifetime.wait_for_own_children()  # a conftest's pytest_configure may ignore SIGCHLD
 
     @pytest.hookimpl(tryfirst=True)  # after the loop's wrappers have set up, before pytest's loop
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         # Called as pytest's own loop is: a child that returns into this
         # frame (see Forking.fork_origin) runs its tests exactly as deep in the stack.
         cov.quiet_parent()
+        lifetime.wait_for_own_children()  # or a conftest found while collecting
         found = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
         files = [file for file in found if file is not None]
         if not is_worker(self.config):  # an xdist controller counts its workers' files
@@ -390,6 +392,7 @@ class FileModeController:
         if self.fixtures.held is not None and session.items:  # the run stopped early
             self.fixtures.tear_down(session.items[-1])
         lifetime.put_back(self.ending)
+        lifetime.give_back_sigchld()
         self.collection.fail_if_not_found(session)
         progress.save(self.config)
         apply_raised_status(session, self.status.status)

@@ -56,7 +56,7 @@ class Origin:
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             try:
                 with tempfile.TemporaryFile() as stderr:  # fd 2 is its copy
-                    child_start((channel.detach(),), stderr, parent)
+                    child_start((channel.detach(),), stderr, parent, runs_tests=False)
                 return _originate(origin_end)
             except BaseException:
                 traceback.print_exc()
@@ -124,7 +124,7 @@ def _originate(channel: socket.socket) -> ServerOrder:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             with tempfile.TemporaryFile() as stderr:  # fd 2 is its copy
-                child_start((channel.detach(),), stderr, origin)
+                child_start((channel.detach(),), stderr, origin, runs_tests=False)
             return ServerOrder(socket.socket(fileno=fds[0]), order["modules"], order["careful"])
         os.close(fds[0])
         channel.sendall(pid.to_bytes(8, "big"))
