@@ -25,6 +25,7 @@ import os
 import types
 import unittest
 from collections.abc import Callable
+from collections.abc import Iterator
 from stat import S_ISDIR
 from typing import Any
 from typing import NamedTuple
@@ -276,40 +277,26 @@ class HeldState:
 
     def _attribute_changes(self) -> list[tuple[str, str]]:
         found = []
-        for held in self.objects:
-            if held.unchanged():
-                continue
-            now = dict(vars(held.owner))
-            for name in held.attributes.keys() | now.keys():
-                old, new = held.attributes.get(name, MISSING), now.get(name, MISSING)
-                if same(old, new) or equal_for_real(old, new):
-                    continue
-                set_or_dropped = new if old is MISSING else old
-                if (old is MISSING or new is MISSING) and not hides_a_default(
-                    held.owner, name, set_or_dropped
-                ):
-                    continue  # a cache filled or dropped on the object
-                key = f"{held.key}.{name}"
-                kind = classify("attribute", key, old, new, held.owner)
-                if _routine(kind, new) and not self.holds_test_code(new):
-                    continue  # a counter advanced, an object created lazily
-                found.append((key, f"{key} (was {describe(old)}, now {describe(new)})"))
+        for held, name, old, new in _rebound(self.objects):
+            set_or_dropped = new if old is MISSING else old
+            if (old is MISSING or new is MISSING) and not hides_a_default(
+                held.owner, name, set_or_dropped
+            ):
+                continue  # a cache filled or dropped on the object
+            key = f"{held.key}.{name}"
+            kind = classify("attribute", key, old, new, held.owner)
+            if _routine(kind, new) and not self.holds_test_code(new):
+                continue  # a counter advanced, an object created lazily
+            found.append((key, f"{key} (was {describe(old)}, now {describe(new)})"))
         return found
 
     def _class_changes(self) -> list[tuple[str, str]]:
         found = []
-        for held in self.classes:
-            if held.unchanged():
-                continue
-            now = dict(vars(held.owner))
-            for name in held.attributes.keys() | now.keys():
-                old, new = held.attributes.get(name, MISSING), now.get(name, MISSING)
-                if name.startswith("__") or same(old, new) or equal_for_real(old, new):
-                    continue
-                if not (_behaviour(old) or _behaviour(new)):
-                    continue  # a record kept for a later test of the file: its own business
-                key = f"{held.key}.{name}"
-                found.append((key, f"{key} (was {describe(old)}, now {describe(new)})"))
+        for held, name, old, new in _rebound(self.classes):
+            if name.startswith("__") or not (_behaviour(old) or _behaviour(new)):
+                continue  # a record kept for a later test of the file: its own business
+            key = f"{held.key}.{name}"
+            found.append((key, f"{key} (was {describe(old)}, now {describe(new)})"))
         return found
 
     def _content_changes(self) -> list[tuple[str, str]]:
@@ -392,6 +379,20 @@ def _leaks(window: Window, found: list[tuple[str, str, str]]) -> list[Leak]:
         for category, key, what in found
         if not allow.allowed(window.allowances, category, key)
     ]
+
+
+def _rebound(objects: list[_Object]) -> Iterator[tuple[_Object, str, object, object]]:
+    """Each attribute of these objects (or classes) bound to another value
+    than when the test started, set or deleted: the owner, the name, the
+    old and the new value (MISSING for none)."""
+    for held in objects:
+        if held.unchanged():
+            continue
+        now = dict(vars(held.owner))
+        for name in held.attributes.keys() | now.keys():
+            old, new = held.attributes.get(name, MISSING), now.get(name, MISSING)
+            if not (same(old, new) or equal_for_real(old, new)):
+                yield held, name, old, new
 
 
 def _behaviour(value: object) -> bool:
