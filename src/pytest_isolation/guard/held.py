@@ -52,10 +52,24 @@ from pytest_isolation.guard.windows import Window
 class _Real(NamedTuple):
     stat: Callable[[str], os.stat_result]
     scandir: Callable[[str], Any]
+    getcwd: Callable[[], str]
 
 
 # Read once: a test may replace them (pyfakefs patches the os module).
-_REAL = _Real(os.stat, os.scandir)
+_REAL = _Real(os.stat, os.scandir, os.getcwd)
+
+
+def fixture_folders(test_file: object) -> list[str]:
+    """Where a higher-scoped fixture's files are looked for: the working
+    directory and the running test file's folder."""
+    try:
+        folders = [_REAL.getcwd()]
+    except OSError:  # the working directory was removed
+        folders = []
+    if isinstance(test_file, os.PathLike):
+        folders.append(os.path.dirname(os.fspath(test_file)))
+    return folders
+
 
 #: Names that tools write while tests run (see :data:`.leftovers.TOOL_FILES`).
 _TOOL_FILES = TOOL_FILES

@@ -33,6 +33,7 @@ from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.held import HeldState
 from pytest_isolation.guard.held import SharedFiles
 from pytest_isolation.guard.held import as_path
+from pytest_isolation.guard.held import fixture_folders
 from pytest_isolation.guard.held import fixture_label
 from pytest_isolation.guard.held import regular_files
 from pytest_isolation.guard.leftovers import Leftovers
@@ -453,7 +454,7 @@ class LeakGuard:
             key: value for tier in self._tiers(fixturedef) for key, value in tier.take().items()
         }
         already_open = set(self.fixtures.open)
-        folders = self._fixture_folders()
+        folders = fixture_folders(self.file_path)
         files_before = set().union(*map(regular_files, folders))
         try:
             result = yield
@@ -492,14 +493,6 @@ class LeakGuard:
         if self.values is not None:
             self.values.scoped[fixturedef.argname] = (fixturedef.scope, result)
         return result
-
-    def _fixture_folders(self) -> list[str]:
-        """Where a higher-scoped fixture's files are looked for: the working
-        directory and the running test file's folder."""
-        folders = [os.path.abspath(os.curdir)]
-        if self.file_path is not None:
-            folders.append(str(self.file_path.parent))
-        return folders
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_post_finalizer(
