@@ -420,17 +420,20 @@ def test_the_project_installed_in_site_packages_is_the_project(pytester: pytest.
         {
             "src/proj/__init__.py": "",
             "src/proj/base.py": """
-                class Config:
-                    mode = "safe"
+                MODE = "safe"
+
+                def set_mode(mode):
+                    global MODE
+                    MODE = mode
             """,
             "tests/test_a.py": """
-                from proj.base import Config
+                from proj import base
 
                 def test_polluter():
-                    Config.mode = "fast"
+                    base.set_mode("fast")
 
                 def test_victim():
-                    assert Config.mode == "safe"
+                    assert base.MODE == "safe"
             """,
         },
     )
@@ -454,7 +457,7 @@ def test_the_project_installed_in_site_packages_is_the_project(pytester: pytest.
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert "2 passed" in run.stdout, run.stdout + run.stderr
-    assert "[attribute] proj.base.Config.mode (was 'safe', now 'fast')" in run.stdout, run.stdout
+    assert "[attribute] proj.base.MODE (was 'safe', now 'fast')" in run.stdout, run.stdout
     assert "by tests/test_a.py::test_polluter" in run.stdout
     assert (
         "/site-packages/proj/base.py"
