@@ -475,3 +475,29 @@ def test_a_test_s_fork_that_returns_into_pytest_ends_there(
     )
     result.stderr.fnmatch_lines(["isolation: process *, forked by a test in process *, returned*"])
     assert result.stdout.str().count("test_after PASSED") == 1
+
+
+@pytest.mark.parametrize("collect_only", [True, False])
+def test_a_module_level_skip_is_located_in_its_file(
+    pytester: pytest.Pytester, start: str, collect_only: bool
+) -> None:
+    """Issue 46, item 9: under ``--co -rA`` a module-level skip was located
+    in the plugin's controller (where the parent raised it again), not at
+    the test file's line, as the plain run shows it."""
+    pytester.makepyfile(
+        test_s="""
+        import pytest
+        pytest.skip("not here", allow_module_level=True)
+
+        def test_a():
+            pass
+        """,
+        test_t="def test_b():\n    pass\n",
+    )
+    args = ("-rA", "-p", "no:randomly", *(["--co"] if collect_only else []))
+    plain = run_plain(pytester, "-p", "no:isolation", *args)
+    line = "SKIPPED [[]1[]] test_s.py:2: not here"
+    plain.stdout.fnmatch_lines([line])
+    result = run_file_mode(pytester, start, *args)
+    result.stdout.fnmatch_lines([line])
+    result.stdout.no_fnmatch_line("*controller.py*")

@@ -38,6 +38,7 @@ from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
 from pytest_isolation.filemode.parent import progress
 from pytest_isolation.filemode.parent.collecting import Collection
+from pytest_isolation.filemode.parent.nodes import CHILD_SKIP
 from pytest_isolation.filemode.parent.nodes import PLACEMENT
 from pytest_isolation.filemode.parent.nodes import ChildCollectionError
 from pytest_isolation.filemode.parent.nodes import ChildTest
@@ -93,6 +94,16 @@ class FileModeController:
             return [self.collection.file(file_path, parent)]
         return collectors
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        report = yield
+        where = collector.stash.get(CHILD_SKIP, None)
+        if where is not None and report.skipped:
+            report.longrepr = where  # the test file's line, not this module's raise
+        return report
+
     def pytest_plugin_registered(self, plugin: object) -> None:
         self.collection.placements.add(plugin)  # a conftest, collected: its directory's placement
 
@@ -141,6 +152,9 @@ class FileModeController:
         for report in relay.collection.problems:
             if report.skipped:
                 reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+                if isinstance(report.longrepr, tuple):
+                    path, line, _ = report.longrepr
+                    file.stash[CHILD_SKIP] = (str(path), int(line), reason)
                 reason = reason.removeprefix("Skipped: ")
                 raise pytest.skip.Exception(reason, allow_module_level=True)
             raise ChildCollectionError(report.longrepr)

@@ -18,6 +18,9 @@ from pytest_isolation.core.words import counted
 #: On an :class:`IsolatedFile`: where it runs, or why its placement is wrong.
 PLACEMENT = pytest.StashKey[Placement]()
 PLACEMENT_ERROR = pytest.StashKey[str]()
+#: On a file's placeholder: where its child's module-level skip was raised
+#: (path, line, reason), for the parent's report of it.
+CHILD_SKIP = pytest.StashKey[tuple[str, int, str]]()
 
 #: Name of the one placeholder item of each file (its node id is ``path::<isolated file>``).
 PLACEHOLDER_NAME = "<isolated file>"
