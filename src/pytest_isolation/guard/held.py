@@ -20,7 +20,6 @@ a plain run keeps what they did.
 
 from __future__ import annotations
 
-import collections
 import os
 import types
 import unittest
@@ -36,6 +35,7 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.attributes import equal_for_real
 from pytest_isolation.guard.attributes import identical
+from pytest_isolation.guard.deep import CONTAINERS
 from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.leftovers import TOOL_FILES
 from pytest_isolation.guard.routine import classify
@@ -71,9 +71,6 @@ def fixture_folders(test_file: object) -> list[str]:
     return folders
 
 
-#: Names that tools write while tests run (see :data:`.leftovers.TOOL_FILES`).
-_TOOL_FILES = TOOL_FILES
-
 #: A folder with more files than this is not compared per test.
 FOLDER_FILES = 256
 
@@ -87,7 +84,7 @@ def regular_files(folder: str, hidden_folders: bool = False) -> set[str]:
             return {
                 entry.path
                 for entry in entries
-                if not entry.name.startswith(_TOOL_FILES)
+                if not entry.name.startswith(TOOL_FILES)
                 and (
                     entry.is_file(follow_symlinks=False)
                     or (hidden_folders and entry.name.startswith(".") and entry.is_dir())
@@ -156,8 +153,6 @@ def as_path(value: object) -> str | None:
 DEPTH = 2
 #: A container larger than this is not copied per test (a data table).
 LARGEST = 4096
-#: Containers whose content is read: the built-in ones, as ``deep`` reads them.
-_CONTAINERS = (dict, list, set, collections.deque)
 
 FILE_HINT = "give each test its own copy (tmp_path), or make the fixture function-scoped"
 HINT = "give each test its own object (a function-scoped fixture, setUp), or reset it in a fixture"
@@ -255,7 +250,7 @@ class HeldState:
                 continue
             for name, inner in list(vars(klass).items()):
                 if (
-                    issubclass(type(inner), _CONTAINERS)
+                    issubclass(type(inner), CONTAINERS)
                     and id(inner) not in seen
                     and not name.startswith("__")
                     and len(inner) <= LARGEST
@@ -272,7 +267,7 @@ class HeldState:
         held = _Object(key, value)
         self.objects.append(held)
         for name, inner in held.attributes.items():
-            if issubclass(type(inner), _CONTAINERS) and id(inner) not in seen:
+            if issubclass(type(inner), CONTAINERS) and id(inner) not in seen:
                 if len(inner) <= LARGEST:
                     seen.add(id(inner))
                     self.contents.append((f"{key}.{name}", Content(inner)))

@@ -116,6 +116,8 @@ class LeakGuard:
         self.values = FixtureValues(policy != "watch") if deep else None
         #: What the test shares through higher-scoped fixtures and its unittest class.
         self.held = HeldState(self.watch.project_object, self.watch.holds_test_code)
+        if self.values is not None:  # one record of the higher-scoped fixtures alive
+            self.values.scoped = self.held.scoped
         #: The files and folders of higher-scoped fixtures.
         self.shared_files = SharedFiles()
         self.recorders = Recorders(
@@ -490,8 +492,6 @@ class LeakGuard:
         returned = as_path(result)
         if returned is not None:
             self.shared_files.add(returned, who)
-        if self.values is not None:
-            self.values.scoped[fixturedef.argname] = (fixturedef.scope, result)
         return result
 
     @pytest.hookimpl(wrapper=True)
@@ -502,8 +502,6 @@ class LeakGuard:
         result = yield
         self.held.scoped.pop(fixturedef.argname, None)
         self.shared_files.drop(fixture_label(fixturedef))
-        if self.values is not None:
-            self.values.scoped.pop(fixturedef.argname, None)
         entry = self.fixtures.open.pop(id(fixturedef), None)
         if entry is None:
             return result
