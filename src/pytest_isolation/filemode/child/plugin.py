@@ -50,6 +50,10 @@ from pytest_isolation.filemode.child import inherited
 from pytest_isolation.filemode.child import session_end
 from pytest_isolation.filemode.child.depth import call_deeper
 from pytest_isolation.filemode.child.depth import headroom
+from pytest_isolation.filemode.child.loops import call_suite_impls
+from pytest_isolation.filemode.child.loops import run_suite_loops
+from pytest_isolation.filemode.child.loops import suite_impls
+from pytest_isolation.filemode.child.loops import suite_loops
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
@@ -131,6 +135,9 @@ class ChildPlugin:
 
     @pytest.hookimpl(tryfirst=True)  # replaces the session's walk of every argument
     def pytest_collection(self, session: pytest.Session) -> bool:
+        call_suite_impls(
+            session, suite_impls(self.config, "pytest_collection", self), "pytest_collection"
+        )
         paths = [path for path, _ in self.spec.files]
         if self.spec.more:  # as a plain run: every file is collected before any test runs
             self.held = _Held(paths)
@@ -331,6 +338,7 @@ class ChildPlugin:
         elif spare == 1:
             self.run(session)
         try:  # as deep as the parent's loop, or deeper
+            run_suite_loops(session, suite_loops(self.config, self))
             for item, nextitem in self.items(session):
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         except BaseException as error:
@@ -339,8 +347,10 @@ class ChildPlugin:
         return True  # not reached: finish() ends the process
 
     def run(self, session: pytest.Session) -> None:
-        """Run the tests from this frame, end the session and the process."""
+        """Run the suite's own loop hooks (:mod:`.loops`) and the tests from
+        this frame, end the session and the process."""
         try:
+            run_suite_loops(session, suite_loops(self.config, self))
             for item, nextitem in self.items(session):
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         except BaseException as error:

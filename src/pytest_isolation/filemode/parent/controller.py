@@ -32,6 +32,10 @@ from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child.depth import headroom
+from pytest_isolation.filemode.child.loops import replacing
+from pytest_isolation.filemode.child.loops import run_suite_loops
+from pytest_isolation.filemode.child.loops import suite_loops
+from pytest_isolation.filemode.child.loops import where
 from pytest_isolation.filemode.child.plugin import finish
 from pytest_isolation.filemode.child.plugin import run_loop_logging_kept
 from pytest_isolation.filemode.child.session_end import apply_raised_status
@@ -174,6 +178,7 @@ class FileModeController:
         self.config.stash[SESSION] = session
         self.ending = lifetime.interrupt_on_ending()  # until the session finishes
         lifetime.wait_for_own_children()  # a conftest's pytest_configure may ignore SIGCHLD
+        refuse_replaced_loop(self.config, self)  # a conftest of the rootdir or above
 
     @pytest.hookimpl(tryfirst=True)  # after the loop's wrappers have set up, before pytest's loop
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -181,6 +186,7 @@ class FileModeController:
         # frame (see Forking.fork_origin) runs its tests exactly as deep in the stack.
         cov.quiet_parent()
         lifetime.wait_for_own_children()  # or a conftest found while collecting
+        refuse_replaced_loop(self.config, self)  # or one found while collecting
         found = [item.parent for item in session.items if isinstance(item, IsolatedFileItem)]
         files = [file for file in found if file is not None]
         if not is_worker(self.config):  # an xdist controller counts its workers' files
@@ -199,6 +205,7 @@ class FileModeController:
             starter.leave_fork_if_threads()  # a thread a plugin started after configure
         if running and starter.method == "fork":
             starter.basetemp = shared_basetemp(self.config)  # every child's, made once
+            loops = suite_loops(self.config, self)  # the child runs them after its collection
             plugin = starter.forking.fork_origin(session, starter.environ)
             if plugin is not None:  # a file's child, forked by a fork server: see Origin
                 try:
@@ -207,6 +214,7 @@ class FileModeController:
                     with run_loop_logging_kept(self.config):
                         self.config.hook.pytest_collection(session=session)
                     try:
+                        run_suite_loops(session, loops)
                         for item, nextitem in plugin.items(session):
                             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                     except BaseException as error:
@@ -462,3 +470,19 @@ class RaisedStatus:
     def take(self, status: int, where: str) -> None:
         if not self.status:
             self.status, self.where = status, where
+
+
+def refuse_replaced_loop(config: pytest.Config, own: object) -> None:
+    """Refuse, before any file runs, a conftest or plugin whose
+    ``pytest_runtestloop`` returns a value: it replaces pytest's loop, and so
+    file mode's, in the parent and in each file's process."""
+    found = replacing(suite_loops(config, own))
+    if found:
+        pytest.exit(
+            f"isolation: --isolation-mode=file cannot run a suite whose pytest_runtestloop "
+            f"replaces pytest's run loop ({where(found[0])} returns a value from it); each "
+            "file's process runs its tests in a loop of its own. Return None from the hook "
+            "(it then runs in each file's process before its tests), or run without "
+            "--isolation-mode=file",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )

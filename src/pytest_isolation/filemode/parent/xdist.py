@@ -21,6 +21,7 @@ from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
+from pytest_isolation.filemode.parent.controller import refuse_replaced_loop
 from pytest_isolation.filemode.parent.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.parent.nodeargs import write_not_found
 from pytest_isolation.filemode.parent.nodes import ChildTest
@@ -63,6 +64,7 @@ class ControllerFileMode:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        refuse_replaced_loop(self.config, self)  # a worker's pytest.exit would read as a crash
         self.ending = lifetime.interrupt_on_ending()  # until the session finishes
 
     def pytest_report_header(self) -> list[str]:
