@@ -45,9 +45,17 @@ USES_DATA = """
 """
 
 
-def _events(pytester: pytest.Pytester) -> list[list[str]]:
+def _events(pytester: pytest.Pytester, probe: bool = True) -> list[list[str]]:
+    """What the fixture and the hook recorded, without the child that only
+    collects every file, before the set-up, to find which shared fixtures
+    the tests that run use (it inherits none)."""
     lines = (pytester.path / "events.txt").read_text().splitlines()
-    return [line.split(" ", 1) for line in lines]
+    events = [line.split(" ", 1) for line in lines]
+    kinds = [kind for kind, _ in events]
+    first_set_up = kinds.index("setup") if probe and "setup" in kinds else 0
+    probes = [event for event in events[:first_set_up] if event[0] == "child"]
+    assert len(probes) <= 1, events
+    return events[len(probes) :] if probes == events[: len(probes)] else events
 
 
 def _three_files(pytester: pytest.Pytester) -> None:
@@ -65,7 +73,7 @@ def test_a_shared_fixture_is_set_up_once_and_inherited(pytester: pytest.Pytester
         [
             "isolation: shared fixtures set up once for every child, in *: data",
             "isolation: shared fixtures are set up before any test module is imported (what one "
-            "registers at import is not in them), even if no test uses them",
+            "registers at import is not in them)",
         ]
     )
     events = _events(pytester)
@@ -96,7 +104,7 @@ def test_other_start_methods_set_the_fixture_up_in_each_child(
             f"start method {start} do not inherit them"
         ]
     )
-    kinds = [kind for kind, _ in _events(pytester)]
+    kinds = [kind for kind, _ in _events(pytester, probe=False)]  # no set-up in the parent
     assert kinds.count("setup") == 3
     assert kinds.count("teardown") == 3
     assert kinds.count("child") == 3
@@ -357,6 +365,13 @@ def test_the_private_pytest_details_shared_fixtures_rely_on(pytester: pytest.Pyt
     assert isinstance(item._request, pytest.FixtureRequest)
     (definition,) = item._fixtureinfo.name2fixturedefs["data"]
     assert definition.scope == "session"
+    # inherited.py: a child drops an inherited value, and evaluates skip marks.
+    assert definition.cached_result is None
+    assert isinstance(definition._finalizers, list)
+    from _pytest import skipping
+
+    assert skipping.evaluate_skip_marks(item) is None
+    assert skipping.evaluate_xfail_marks(item) is None
 
 
 def test_each_xdist_worker_sets_the_shared_fixtures_up_once(pytester: pytest.Pytester) -> None:
@@ -367,8 +382,9 @@ def test_each_xdist_worker_sets_the_shared_fixtures_up_once(pytester: pytest.Pyt
         pytester.makepyfile(**{name: USES_DATA})
     result = run_file_mode(pytester, "fork", "-p", "xdist", "-n", "2")
     result.assert_outcomes(passed=4)
-    kinds = [kind for kind, _ in _events(pytester)]
-    assert kinds.count("child") == 4
+    lines = (pytester.path / "events.txt").read_text().splitlines()
+    assert sum(line.endswith("['data']") for line in lines) == 4  # each worker's probe: []
+    kinds = [line.split()[0] for line in lines]
     assert 1 <= kinds.count("setup") <= 2
     assert kinds.count("teardown") == kinds.count("setup")
 
@@ -634,3 +650,128 @@ def test_a_shared_fixture_a_selected_test_uses_is_set_up(pytester: pytest.Pytest
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["isolation: shared fixtures set up once for every child, in *"])
     assert "no selected test uses" not in result.stdout.str()
+
+
+#: A shared fixture built on a session fixture that a subdirectory's conftest
+#: or a test module overrides (issue 46 item 5).
+BUILT_ON_CONFIG = """
+    import os
+    import pytest
+
+    @pytest.fixture(scope="session")
+    def config():
+        return "root"
+
+    @pytest.fixture(scope="session")
+    def app(config):
+        yield {"config": config, "pid": os.getpid()}
+
+    @pytest.fixture(scope="session")
+    def client(app):
+        return {"app": app}
+"""
+
+
+def _loop_passes(pytester: pytest.Pytester, *files: str) -> None:
+    """The oracle: each file alone, in its own interpreter."""
+    for name in files:
+        result = pytester.runpytest_subprocess("-p", "isolation", name, timeout=TIMEOUT)
+        assert result.ret == 0, (name, result.stdout.str())
+
+
+def test_a_shared_fixture_is_built_on_the_dependencies_each_test_resolves(
+    pytester: pytest.Pytester,
+) -> None:
+    """A subdirectory's conftest overrides a session fixture the shared one
+    requests, and a test module overrides it too: their tests get the shared
+    fixture built on their own definition, as each file alone does; so does
+    a shared fixture built on it."""
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = app client\n")
+    pytester.makeconftest(BUILT_ON_CONFIG)
+    pytester.mkdir("sub")
+    (pytester.path / "sub" / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(scope='session')\ndef config():\n    return 'sub'\n"
+    )
+    (pytester.path / "sub" / "test_sub.py").write_text(
+        "def test_sub(app, client):\n"
+        "    assert app['config'] == 'sub'\n"
+        "    assert client['app'] is app\n"
+    )
+    pytester.makepyfile(
+        test_root="def test_root(app):\n    assert app['config'] == 'root'\n",
+        test_module="""
+            import pytest
+
+            @pytest.fixture(scope="session")
+            def config():
+                return "module"
+
+            def test_module(client):
+                assert client["app"]["config"] == "module"
+        """,
+    )
+    files = ("test_root.py", "test_module.py", "sub/test_sub.py")
+    _loop_passes(pytester, *files)
+    result = run_file_mode(pytester, "fork", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+
+
+def test_a_shared_fixture_is_shared_where_the_dependencies_are_the_same(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = app\n")
+    pytester.makeconftest(BUILT_ON_CONFIG)
+    pytester.makepyfile(
+        test_a="import os\n\ndef test_a(app):\n    assert app['pid'] != os.getpid()\n",
+        test_b="import os\n\ndef test_b(app):\n    assert app['pid'] != os.getpid()\n",
+    )
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2)
+
+
+SET_UP_MARKS = """
+    import pytest
+    from pathlib import Path
+
+    MARK = Path(__file__).parent / "made-by-db"
+
+    @pytest.fixture(scope="session")
+    def db():
+        MARK.touch()
+        yield 1
+        MARK.unlink()
+"""
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        '@pytest.mark.skip(reason="no db here")',
+        '@pytest.mark.skipif(True, reason="no db here")',
+        "@pytest.mark.xfail(run=False)",
+    ],
+)
+def test_a_shared_fixture_only_skipped_tests_use_is_not_set_up(
+    pytester: pytest.Pytester, mark: str
+) -> None:
+    pytester.makeini("[pytest]\nisolation_shared_fixtures = db\n")
+    pytester.makeconftest(SET_UP_MARKS)
+    pytester.makepyfile(
+        test_a=f"""
+            import pytest
+            from conftest import MARK
+
+            {mark}
+            def test_db(db):
+                pass
+
+            def test_nothing_made():
+                assert not MARK.exists()
+        """
+    )
+    _loop_passes(pytester, "test_a.py")
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(
+        passed=1, skipped=1 if "skip" in mark else 0, xfailed=int("xfail" in mark)
+    )
+    result.stdout.fnmatch_lines(["isolation: no selected test uses the shared fixtures db"])

@@ -22,6 +22,10 @@ SHARED_VALUES = pytest.StashKey[dict[str, object]]()
 #: The fixture definitions the parent set up for the shared fixtures (theirs
 #: and their dependencies'): a child must never tear them down.
 SHARED_DEFINITIONS = pytest.StashKey[list[object]]()
+#: Each shared fixture's definition and those of the fixtures it depends on,
+#: by name, as the parent resolved them when it set it up: a child whose
+#: tests resolve one of them otherwise sets the fixture up itself.
+SHARED_CLOSURES = pytest.StashKey[dict[str, dict[str, object]]]()
 
 F = TypeVar("F", bound=Callable[..., Any])
 

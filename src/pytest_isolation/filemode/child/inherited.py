@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_isolation.core.shared import SHARED_CLOSURES
 from pytest_isolation.core.shared import SHARED_DEFINITIONS
 
 
@@ -89,6 +92,61 @@ def _kept(request: object) -> None:
     """The teardown of a shared fixture in a child: the parent's."""
 
 
+def set_up_where_resolved_otherwise(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A shared fixture that this child's tests resolve otherwise than the
+    parent did (a dependency that a subdirectory's conftest or the test
+    module overrides), or that is built on such a fixture, is set up by
+    this child, as ``pytest FILE`` would set it up: its inherited value is
+    dropped (never torn down here: the parent tears it down)."""
+    closures = config.stash.get(SHARED_CLOSURES, {})
+    differing = {
+        name for name, closure in closures.items() if _resolved_otherwise(name, closure, items)
+    }
+    grown = True
+    while grown:  # one built on a dropped fixture is dropped too
+        built_on = {
+            name
+            for name, closure in closures.items()
+            if name not in differing and any(other in closure for other in differing)
+        }
+        differing |= built_on
+        grown = bool(built_on)
+    for name in differing:
+        _drop_inherited(closures[name][name])
+
+
+def _resolved_otherwise(fixture: str, closure: dict[str, object], items: list[pytest.Item]) -> bool:
+    """Whether a test of ``items`` that uses ``fixture`` resolves a name of
+    its ``closure`` to another definition."""
+    for item in items:
+        seen = _definitions_of(item)
+        if fixture in seen and any(
+            seen.get(name, closure[name]) is not closure[name] for name in closure
+        ):
+            return True
+    return False
+
+
+def _definitions_of(item: pytest.Item) -> dict[str, object]:
+    """The fixture definitions an item resolves, by name (the closest of
+    each).  Private pytest API, unavoidable: ``item._fixtureinfo.name2fixturedefs``;
+    ``tests/test_shared.py`` fails loudly if it changes."""
+    info = getattr(item, "_fixtureinfo", None)
+    found = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return {name: definitions[-1] for name, definitions in found.items() if definitions}
+
+
+def _drop_inherited(definition: Any) -> None:
+    """Forget the parent's value of ``definition`` in this child, so that the
+    child computes and tears down its own.  Private pytest API, unavoidable:
+    a definition's value is ``cached_result`` and its teardown steps
+    ``_finalizers`` (the parent's, never to run here);
+    ``tests/test_shared.py`` fails loudly if they change."""
+    definition.cached_result = None
+    definition._finalizers.clear()
+    vars(definition).pop("finish", None)  # this child's own teardown, not the parent's
+
+
 #: Inherited database connections a child leaves unused: closing one would end
 #: the parent's session on the database server (PostgreSQL's client sends
 #: Terminate); kept referenced, so that no garbage collection closes them.
@@ -110,3 +168,62 @@ def leave_connections() -> None:
         if wrapper.connection is not None and not (in_memory is not None and in_memory()):
             _ABANDONED.append(wrapper.connection)
             wrapper.connection = None
+
+
+def skipped_by_marks(item: pytest.Item) -> bool:
+    """Whether a ``skip`` or ``skipif`` mark (its condition evaluated now),
+    or an ``xfail(run=False)`` mark, keeps ``item`` from running, so that a
+    plain run never sets up its fixtures.  Private pytest API, unavoidable:
+    ``_pytest.skipping`` evaluates the marks as pytest's set-up does;
+    ``tests/test_shared.py`` fails loudly if it changes."""
+    from _pytest import skipping
+
+    try:
+        if skipping.evaluate_skip_marks(item) is not None:
+            return True
+        xfail = skipping.evaluate_xfail_marks(item)
+    except BaseException:  # a condition that fails: the test's set-up will say so
+        return False
+    return xfail is not None and not xfail.run and not item.config.option.runxfail
+
+
+def shared_in_use(asked: Sequence[str], collected: Sequence[pytest.Item]) -> list[str]:
+    """The shared fixtures of ``asked`` that the tests that run (not those a
+    mark skips) request, or all of them when one of those tests, or a
+    fixture it uses, may ask for a fixture by name at run time
+    (``request.getfixturevalue``: pytest-django asks for ``django_db_setup``
+    so)."""
+    running = [item for item in collected if not skipped_by_marks(item)]
+    if any(_asks_at_run_time(item) for item in running):
+        return sorted(asked)
+    used = {name for item in running for name in _fixture_names(item)}
+    return sorted(name for name in asked if name in used)
+
+
+def _fixture_names(item: pytest.Item) -> list[str]:
+    """The fixtures an item uses (a test function's closure: autouse ones,
+    and those the ones it asks for ask for)."""
+    names: list[str] = getattr(item, "fixturenames", [])
+    return names
+
+
+def _asks_at_run_time(item: pytest.Item) -> bool:
+    functions = [getattr(item, "function", None)]
+    functions += [getattr(d, "func", None) for d in _definitions_of(item).values()]
+    return any(_calls_getfixturevalue(function) for function in functions if function is not None)
+
+
+_ASKS: dict[object, bool] = {}
+
+
+def _calls_getfixturevalue(function: object) -> bool:
+    """Whether ``function``'s source names ``getfixturevalue`` (unknown: yes)."""
+    code = getattr(inspect.unwrap(function), "__code__", None)  # type: ignore[arg-type]
+    if code is None:
+        return True
+    if code not in _ASKS:
+        try:
+            _ASKS[code] = "getfixturevalue" in inspect.getsource(code)
+        except (OSError, TypeError):
+            _ASKS[code] = True
+    return _ASKS[code]

@@ -159,10 +159,10 @@ class ChildPlugin:
             self.unfinished = {str(item.nodeid) for item in session.items}
         else:
             self.runs = held.split(session.items)
+        inherited.set_up_where_resolved_otherwise(self.config, session.items)
         if self.spec.uses:
-            asked = set(self.spec.uses)
-            used = {name for item in session.items for name in _fixtures_of(item) if name in asked}
-            self.sender.send(USES, names=sorted(used))
+            used = inherited.shared_in_use(self.spec.uses, session.items)
+            self.sender.send(USES, names=used)
         return True
 
     @pytest.hookimpl(tryfirst=True)
@@ -410,13 +410,6 @@ def _with_directories(paths: list[str]) -> set[Path]:
         found.add(path)
         found.update(path.parents)
     return found
-
-
-def _fixtures_of(item: pytest.Item) -> list[str]:
-    """The fixtures an item uses (a test function's closure: autouse ones,
-    and those the ones it asks for ask for)."""
-    names: list[str] = getattr(item, "fixturenames", [])
-    return names
 
 
 def _written_to_stderr() -> int:

@@ -38,6 +38,7 @@ if sys.version_info >= (3, 11):
     _Group = BaseExceptionGroup  # noqa: F821 - a builtin since 3.11
 else:  # pytest's own dependency before 3.11
     from exceptiongroup import BaseExceptionGroup as _Group
+from pytest_isolation.core.shared import SHARED_CLOSURES
 from pytest_isolation.core.shared import SHARED_DEFINITIONS
 from pytest_isolation.core.shared import SHARED_VALUES
 from pytest_isolation.core.shared import flush_files
@@ -67,6 +68,8 @@ class Shared:
     #: or those a shared one comes after in pytest's order), set up first
     #: here too, and so shared as well.
     before: list[str] = dataclasses.field(default_factory=list)
+    #: Each shared fixture's definitions (its own and its dependencies') by name.
+    closures: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
 
     def tear_down(self) -> None:
         """Run the teardown once; raise what failed (all of it, as pytest would)."""
@@ -185,6 +188,7 @@ def set_up(
     flush_files(values)  # before the fork: no child writes the set-up's writes again
     session.config.stash[SHARED_VALUES] = values
     session.config.stash[SHARED_DEFINITIONS] = _definitions(shared.finalizers)
+    session.config.stash[SHARED_CLOSURES] = shared.closures
     return shared
 
 
@@ -259,6 +263,8 @@ def _set_up_names(
             continue
         if name in visible:
             shared.values[name] = value
+            closure = [name, *_needed_by(stand_in, [name])]
+            shared.closures[name] = {n: _last_definition(stand_in, n) for n in closure}
         elif name not in needed:  # not set up through them anyway
             shared.before.append(name)
 

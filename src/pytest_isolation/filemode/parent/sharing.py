@@ -53,12 +53,13 @@ class SharedFixtures:
             shared.tear_down(held, item, self.last_test)
 
     def _in_use(self, files: list[pytest.Collector]) -> set[str] | None:
-        """Which shared fixtures the selected tests use, when the run selects
-        (``-k``, ``-m``, paths, node ids, ``--lf``...): a throwaway child
-        collects the files, as a plain run would before any set-up.  None
-        without a selection, or when that child could not tell (said)."""
+        """Which shared fixtures the selected tests that run (not those a
+        ``skip`` or ``skipif`` mark skips, ``-k``, ``-m``, paths, node ids,
+        ``--lf`` select) use: a throwaway child collects the files, as a
+        plain run would before any set-up.  None when that child could not
+        tell (said)."""
         wanted = shared_names(self.config)
-        if not wanted or self.starter.method != "fork" or not self._selects():
+        if not wanted or self.starter.method != "fork":
             return None
         first, rest = files[0], files[1:]
         assert isinstance(first, pytest.File)
@@ -90,15 +91,3 @@ class SharedFixtures:
                 "tests use did not finish: every shared fixture is set up",
             )
         return used
-
-    def _selects(self) -> bool:
-        """Whether the run selects tests (so some shared fixture may go unused)."""
-        config = self.config
-        option = config.option
-        if option.keyword or option.markexpr or option.deselect:
-            return True
-        if getattr(option, "lf", False):  # -p no:cacheprovider has no --lf
-            return True
-        if config.getoption("ignore") or config.getoption("ignore_glob"):
-            return True
-        return config.args_source == pytest.Config.ArgsSource.ARGS
