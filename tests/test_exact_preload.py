@@ -368,3 +368,55 @@ def test_a_fixed_module_whose_import_raised_is_preloaded_again(
     second.assert_outcomes(passed=2)
     second.stdout.fnmatch_lines(["*the fork server preloads 1 module*"])
     second.stdout.no_fnmatch_line(REMEMBERED_LINE)
+
+
+def test_a_preloaded_import_s_output_shows_under_s_as_in_the_loop(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 46 item 6: a module that prints as it is imported was preloaded,
+    its output dropped, so ``-s`` showed it once per file in the loop and
+    never in file mode."""
+    write(
+        pytester,
+        {
+            "loud.py": 'print("LOUD IMPORTED")\n',
+            **three_files("import loud\n\ndef test_x():\n    pass\n"),
+        },
+    )
+    oracle = pytester.runpytest_subprocess(
+        "-p", "no:isolation", "-s", "tests/test_a.py", timeout=TIMEOUT
+    )
+    assert oracle.stdout.str().count("LOUD IMPORTED") == 1
+    result = run(pytester, "--isolation-preload=auto", "-s", "-v")
+    result.assert_outcomes(passed=3)
+    assert result.stdout.str().count("LOUD IMPORTED") == 3
+    result.stdout.fnmatch_lines(["isolation:*loud: its import writes to stdout or stderr*"])
+
+
+def test_a_conftest_s_collection_hook_runs_before_the_file_s_imports(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 46 item 6: a conftest hook that runs while a file is collected,
+    before its module is imported, sets what a module it imports reads at
+    import; preloading imported that module before the hook ran."""
+    write(
+        pytester,
+        {
+            "tests/conftest.py": """
+                import os
+
+                def pytest_collectstart(collector):
+                    path = getattr(collector, "path", None)
+                    if path is not None and path.suffix == ".py":
+                        os.environ["LIB_MODE"] = path.name
+            """,
+            "lib.py": 'import os\n\nMODE = os.environ.get("LIB_MODE")\n',
+            **three_files(
+                "import lib\n\ndef test_mode():\n    assert lib.MODE == __file__.split('/')[-1]\n"
+            ),
+        },
+    )
+    for oracle in loop(pytester, ["tests/test_a.py", "tests/test_b.py"]):
+        oracle.assert_outcomes(passed=1)
+    result = run(pytester, "--isolation-preload=auto", "-v")
+    result.assert_outcomes(passed=3)

@@ -73,3 +73,44 @@ def test_a_first_run_counts_the_test_functions_a_file_defines(
     plain = percentages(run_plain(pytester, "-v", "-p", "no:cacheprovider"))
     first = run_file_mode(pytester, "fork", "-v", "-p", "no:randomly", "-p", "no:cacheprovider")
     assert percentages(first) == plain
+
+
+def test_a_collection_hook_s_terminal_line_starts_a_line_of_its_own(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 46 item 9: what a conftest's collection hook writes to the
+    terminal in a file's child landed inside the previous file's progress
+    line (``test_a.py .modifyitems saw 1``); it starts a line of its own,
+    after the previous file's percentage, as the next file's line would."""
+    pytester.makeconftest(
+        """
+        def pytest_collection_modifyitems(config, items):
+            config.get_terminal_writer().line(f"modifyitems saw {len(items)}")
+        """
+    )
+    for name in ("test_a", "test_b"):
+        pytester.makepyfile(**{name: "def test_x():\n    pass\n"})
+    result = run_file_mode(pytester, "fork")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "modifyitems saw 1",
+            "",
+            "test_a.py .*[ 50%]",
+            "modifyitems saw 1",
+            "",
+            "test_b.py .*[100%]",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*.modifyitems*")
+
+
+def test_the_private_terminal_details_a_file_s_line_ends_with(pytester: pytest.Pytester) -> None:
+    """``progress.end_line`` writes the percentage as pytest does when the
+    next file begins; this fails loudly when pytest changes that."""
+    config = pytester.parseconfigure()
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    assert isinstance(reporter, pytest.TerminalReporter)
+    assert callable(reporter._write_progress_information_filling_space)
+    assert isinstance(reporter._show_progress_info, (bool, str))
+    assert hasattr(reporter, "currentfspath")

@@ -229,6 +229,7 @@ def plan(
     local: set[str],
     tests: set[str],
     most: int = MOST_SERVERS,
+    hooked: dict[Path, str] | None = None,
 ) -> Plan:
     """Which modules to preload for ``files`` (in run order), and for which files.
 
@@ -238,7 +239,8 @@ def plan(
     before the first import that must not be preloaded: an ``if`` or ``try``
     block of imports, a module of a test file's own directory (``local``:
     its child finds it there, a server might find another of the same name)
-    or a test module (``tests``).
+    or a test module (``tests``).  A file in ``hooked`` (why: a conftest
+    hook that runs before its module is imported) has no start.
 
     Each server preloads a start of some files' sequences, and a file's
     child comes from the server with the longest start of its own sequence:
@@ -251,6 +253,7 @@ def plan(
     already = set(loaded)
     read = {path: read_file(path) for path in files}
     kept_out = {path: found.reason for path, found in read.items() if found.reason is not None}
+    kept_out = {**(hooked or {}), **kept_out}
     sequences = {
         path: [name for name in _loading_order(found.top) if name not in already]
         for path, found in read.items()

@@ -138,3 +138,15 @@ def save(config: pytest.Config) -> None:
     learned = config.stash.get(LEARNED, None)
     if cache is not None and learned:
         cache.set(CACHE_KEY, {**_known(config), **learned})
+
+
+def end_line(reporter: pytest.TerminalReporter) -> None:
+    """End the terminal's current file line as pytest does when the next file
+    begins: with its ``[NN%]``, then a new line, so that what a child writes
+    while it collects starts a line of its own.  Private pytest API,
+    unavoidable: the percentage is written by
+    ``_write_progress_information_filling_space`` when ``_show_progress_info``
+    (``tests/test_progress.py`` fails loudly if they change)."""
+    if reporter.currentfspath and getattr(reporter, "_show_progress_info", False):
+        reporter._write_progress_information_filling_space()
+    reporter.ensure_newline()

@@ -295,8 +295,11 @@ class FileRelay:
 
     def _write(self, text: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            self.attempts.emit(lambda: reporter.write(text, flush=True))
+        if reporter is None:
+            return
+        if self._collecting():  # a collection hook's: not inside the last file's progress line
+            self.attempts.emit(lambda: progress.end_line(reporter))
+        self.attempts.emit(lambda: reporter.write(text, flush=True))
 
     def _junit(self, what: str, nodeid: str, name: str, value: str) -> None:
         junit.record_in_parent(self.config, what, nodeid, name, value)

@@ -77,7 +77,9 @@ class Servers:
         if not self.on or not files:
             return
         tests = {module_name(path) for path in files}
-        self.plan = plan.plan(files, sys.modules, plan.local_names(files, sys.path), tests)
+        hooked = collection_hooks(self.session, files)
+        local = plan.local_names(files, sys.path)
+        self.plan = plan.plan(files, sys.modules, local, tests, hooked=hooked)
         self.verdicts = Verdicts(self.session.config)
 
     def start_planned(self) -> None:
@@ -269,3 +271,39 @@ class Servers:
 
 class OriginEnded(RuntimeError):
     """No fork server can start: the origin has gone (a test killed it)."""
+
+
+#: The hooks a file's process calls before it imports the test module.
+_BEFORE_IMPORT = (
+    "pytest_collection",
+    "pytest_collect_directory",
+    "pytest_collect_file",
+    "pytest_collectstart",
+    "pytest_ignore_collect",
+    "pytest_make_collect_report",
+    "pytest_pycollect_makemodule",
+)
+
+
+def collection_hooks(session: pytest.Session, files: Sequence[Path]) -> dict[Path, str]:
+    """The files whose conftests implement a hook that runs before the test
+    module is imported, and why each has no preloads: in ``pytest FILE``
+    the hook runs before the module's imports, and what it sets up (an
+    environment variable a module reads at import) would come after a
+    preloaded import."""
+    found: dict[Path, str] = {}
+    for path in files:
+        proxy = session.gethookproxy(path)
+        for name in _BEFORE_IMPORT:
+            conftests = [
+                impl for impl in getattr(proxy, name).get_hookimpls() if _is_conftest(impl.plugin)
+            ]
+            if conftests:
+                where = getattr(conftests[0].plugin, "__file__", "a conftest")
+                found[path] = f"{where} implements {name}, which runs before the file's imports"
+                break
+    return found
+
+
+def _is_conftest(plugin: object) -> bool:
+    return Path(str(getattr(plugin, "__file__", "") or "")).name == "conftest.py"

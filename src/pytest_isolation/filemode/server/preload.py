@@ -21,12 +21,14 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import types
 import warnings
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import IO
 from typing import Any
 
 from pytest_isolation.filemode.server import purity
@@ -68,8 +70,8 @@ def load(modules: Sequence[str], careful: bool = False, watched: bool = True) ->
     The modules that existed before are compared once, at the end; when
     that finds a change, ``careful`` (the next server) compares after each
     import, to name the module that made it.  Output written while importing
-    is dropped, as a plain run's capture drops what an import writes during
-    collection.
+    refuses the module: a plain run shows it under ``-s``, as the file's
+    child imports it.
     """
     done: list[str] = []
     count = len(sys.modules)
@@ -79,10 +81,12 @@ def load(modules: Sequence[str], careful: bool = False, watched: bool = True) ->
     before = _fingerprint(loggers)
     states = _module_states(sys.modules.items())
     watch = purity.Watch() if watched else None
-    with _quiet():
+    with _quiet() as output:
         for name in modules:
             known = set(sys.modules)
             why = _import_one(name, watch) or _compare(before, _fingerprint(loggers))
+            if not why and output.grew():  # shown under -s, in the order the files run
+                why = "its import writes to stdout or stderr"
             if not why and careful:
                 why = _changed_modules(states)
             if why:
@@ -135,25 +139,43 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
+class _Output:
+    """What the imports wrote: to fds 1 and 2 (a file) or to ``sys.stdout``/``stderr``."""
+
+    def __init__(self, file: IO[bytes], stream: io.StringIO) -> None:
+        self.file = file
+        self.stream = stream
+        self.seen = 0
+
+    def grew(self) -> bool:
+        """Whether something was written since the last call."""
+        sys.stdout.flush()
+        size = os.fstat(self.file.fileno()).st_size + len(self.stream.getvalue())
+        grew, self.seen = size > self.seen, size
+        return grew
+
+
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Drop what is written to fds 1 and 2 and to ``sys.stdout``/``stderr``."""
+def _quiet() -> Iterator[_Output]:
+    """Keep what is written to fds 1 and 2 and to ``sys.stdout``/``stderr``
+    from the terminal."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
     streams = sys.stdout, sys.stderr
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        sys.stdout = sys.stderr = io.StringIO()
-        yield
-    finally:
-        sys.stdout, sys.stderr = streams
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, null):
-            os.close(fd)
+    with tempfile.TemporaryFile() as written:
+        try:
+            os.dup2(written.fileno(), 1)
+            os.dup2(written.fileno(), 2)
+            stream = io.StringIO()
+            sys.stdout = sys.stderr = stream
+            yield _Output(written, stream)
+        finally:
+            sys.stdout, sys.stderr = streams
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 def _fingerprint(loggers: Sequence[logging.Logger]) -> dict[str, object]:
