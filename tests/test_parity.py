@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from conftest import FILE_MODE
+from conftest import TIMEOUT
 from conftest import run_file_mode
 from conftest import run_plain
 
@@ -630,3 +632,20 @@ def test_a_test_that_patches_os_write_keeps_its_child_talking(
         """
     )
     run_file_mode(pytester, start).assert_outcomes(passed=2)
+
+
+def test_two_test_files_of_one_name_fail_as_in_a_plain_run(pytester: pytest.Pytester) -> None:
+    """Issue 46 item 9, decided (docs/howto/file-mode.md): without
+    ``__init__.py`` files, ``a/test_same.py`` and ``b/test_same.py`` fail a
+    plain run with "import file mismatch"; the per-file loop passes both,
+    but file mode keeps the plain run's error, so that a suite does not pass
+    only in file mode."""
+    for folder, name in (("a", "test_a"), ("b", "test_b")):
+        pytester.mkdir(folder)
+        (pytester.path / folder / "test_same.py").write_text(f"def {name}():\n    pass\n")
+    plain = pytester.runpytest_subprocess("-p", "no:isolation", timeout=TIMEOUT)
+    assert plain.ret == pytest.ExitCode.INTERRUPTED
+    plain.stdout.fnmatch_lines(["*import file mismatch*"])
+    result = pytester.runpytest_subprocess(*FILE_MODE, timeout=TIMEOUT)
+    assert result.ret == plain.ret
+    result.stdout.fnmatch_lines(["*ERROR collecting b/test_same.py*", "*import file mismatch*"])
