@@ -408,6 +408,10 @@ class FileModeController:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         progress.reported(self.config.stash[SESSION], report.nodeid)
 
+    @pytest.hookimpl(trylast=True)  # after the terminal showed its percentage
+    def pytest_runtest_logfinish(self) -> None:
+        progress.displayed(self.config.stash[SESSION])
+
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter ends the run
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._reap(wait=True)  # every child's end happens within the run

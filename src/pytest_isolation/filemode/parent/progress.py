@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -50,10 +51,10 @@ def _known(config: pytest.Config) -> dict[str, int]:
     return {k: v for k, v in found.items() if isinstance(v, int) and v >= 0}
 
 
-def _defined(file: pytest.Collector, pattern: re.Pattern[str]) -> int:
-    """The test functions ``file``'s source defines, counted by name (at least one)."""
+def _defined(path: Path, pattern: re.Pattern[str]) -> int:
+    """The test functions the source at ``path`` defines, counted by name (at least one)."""
     try:
-        text = file.path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return 1
     return max(len(pattern.findall(text)), 1)
@@ -80,7 +81,7 @@ def estimate(session: pytest.Session, files: Sequence[pytest.Collector]) -> None
     for file in files:
         counted = known.get(str(file.nodeid))
         if counted is None:
-            counted = _defined(file, pattern)
+            counted = _defined(file.path, pattern)
         file.stash[COUNTED] = counted
         session.testscollected += counted - 1
 
@@ -88,18 +89,64 @@ def estimate(session: pytest.Session, files: Sequence[pytest.Collector]) -> None
 def correct(file: pytest.Collector, tests: int) -> None:
     """A child counted ``tests`` tests in ``file``: the session counts them,
     the extra ones as far as the percentage shown does not drop."""
-    session = file.session
-    extra = tests - file.stash.get(COUNTED, 1)
+    _recount(file.session, file.stash.get(COUNTED, 1), tests)
     file.stash[COUNTED] = tests
+    learned = file.config.stash.get(LEARNED, None)
+    if learned is not None:
+        learned[str(file.nodeid)] = tests
+
+
+def _recount(session: pytest.Session, counted: int, tests: int) -> None:
+    extra = tests - counted
     shown = session.config.stash.get(_SHOWN, None)
     if shown is None or extra < 0:  # fewer than counted: the percentage only rises
         session.testscollected += extra
     else:
         shown.owed += extra
         _settle(session, shown)
-    learned = file.config.stash.get(LEARNED, None)
-    if learned is not None:
-        learned[str(file.nodeid)] = tests
+
+
+class WorkersFiles:
+    """The xdist controller's count of its workers' files' tests: each file
+    is counted as the tests it had in the last run, or as the test
+    functions it defines, until a worker's report says how many its child
+    collected; the percentage never steps back, as in one process."""
+
+    def __init__(self) -> None:
+        #: The tests counted for each file, by the file's node id.
+        self.counted: dict[str, int] | None = None
+        self.files: list[str] = []
+
+    def collected(self, ids: Sequence[str]) -> None:
+        """A worker collected these placeholders (every worker the same)."""
+        self.files = [nodeid.split("::", 1)[0] for nodeid in ids]
+
+    def correct(self, session: pytest.Session, nodeid: str, tests: int) -> None:
+        """``nodeid``'s file has ``tests`` tests (a worker's child said)."""
+        counted = self._counted(session)
+        path = nodeid.split("::", 1)[0]
+        _recount(session, counted.get(path, 1), tests)
+        counted[path] = tests
+
+    def reported(self, session: pytest.Session, nodeid: str) -> None:
+        self._counted(session)
+        reported(session, nodeid)
+
+    def displayed(self, session: pytest.Session) -> None:
+        displayed(session)
+
+    def _counted(self, session: pytest.Session) -> dict[str, int]:
+        """The estimates, made once xdist counted each file as one test."""
+        if self.counted is None:
+            config = session.config
+            known, pattern = _known(config), _test_functions(config)
+            self.counted = {
+                path: known.get(path) or _defined(config.rootpath / path, pattern)
+                for path in self.files
+            }
+            config.stash[_SHOWN] = _Shown()
+            session.testscollected = sum(self.counted.values()) or session.testscollected
+        return self.counted
 
 
 def reported(session: pytest.Session, nodeid: str) -> None:
@@ -109,19 +156,51 @@ def reported(session: pytest.Session, nodeid: str) -> None:
     if shown is None:
         return
     shown.reported.add(nodeid)
-    _settle(session, shown)
-    if session.testscollected:
-        shown.high = max(shown.high, len(shown.reported) * 100 // session.testscollected)
+    _settle(session, shown, coming=nodeid)
 
 
-def _settle(session: pytest.Session, shown: _Shown) -> None:
+def displayed(session: pytest.Session) -> None:
+    """The terminal may have shown a percentage: the highest one it showed."""
+    shown = session.config.stash.get(_SHOWN, None)
+    if shown is not None and session.testscollected:
+        done = _counted_by_terminal(session, shown)
+        shown.high = max(shown.high, done * 100 // session.testscollected)
+
+
+def _settle(session: pytest.Session, shown: _Shown, coming: str = "") -> None:
+    """Count what is owed as far as the next percentage shown does not drop
+    below the highest one shown: the next one counts the test ``coming``
+    (whose report is being shown) too."""
     if not shown.owed:
         return
-    done = len(shown.reported)
+    displayed(session)  # the highest shown so far, the last one included
+    terminal = _terminal_set(session)
+    if terminal is None:  # the tests reported here, ``coming`` included
+        done = len(shown.reported)
+    else:
+        done = len(terminal) + int(bool(coming) and coming not in terminal)
     room = shown.owed if not shown.high else done * 100 // shown.high - session.testscollected
     take = max(min(room, shown.owed), 0)
     session.testscollected += take
     shown.owed -= take
+
+
+def _counted_by_terminal(session: pytest.Session, shown: _Shown) -> int:
+    """The tests the terminal's percentage counts so far.  Private pytest
+    API, unavoidable: the terminal reporter counts them in
+    ``_progress_nodeids_reported`` (at a test's report or at its end,
+    depending on pytest's version and verbosity; under xdist the reports of
+    two workers interleave), and only that count says what it shows
+    (``tests/test_progress.py`` fails loudly if it changes).  Without it,
+    the tests reported here."""
+    counted = _terminal_set(session)
+    return len(counted) if counted is not None else len(shown.reported)
+
+
+def _terminal_set(session: pytest.Session) -> set[str] | None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    counted = getattr(reporter, "_progress_nodeids_reported", None)
+    return counted if isinstance(counted, set) else None
 
 
 def forget(file: pytest.Collector) -> None:

@@ -218,6 +218,8 @@ class FileRelay:
             self.attempts.held_collection.append((report, False))
             return
         self.collection.problems.append(report)
+        if report.failed and report.nodeid == self.file.nodeid:  # the module: no test of it runs
+            setattr(report, FILE_TESTS, 0)  # for an xdist controller's count
         if not self.collect_only:
             self.ihook.pytest_collectreport(report=report)
 
@@ -383,6 +385,8 @@ class FileRelay:
 
     def _replay_collection_failure(self, report: pytest.CollectReport, died: bool) -> None:
         self.collection.problems.append(report)
+        if report.failed and report.nodeid == self.file.nodeid:  # the module: no test of it runs
+            setattr(report, FILE_TESTS, 0)  # for an xdist controller's count
         if not self.collect_only:
             self.ihook.pytest_collectreport(report=report)
         if died and not self.collect_only:  # no child counted the file's tests

@@ -10,6 +10,7 @@ controller's summaries need beyond them goes back in ``workeroutput``
 from __future__ import annotations
 
 from collections.abc import Generator
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
+from pytest_isolation.filemode.parent import progress
 from pytest_isolation.filemode.parent.controller import refuse_replaced_loop
 from pytest_isolation.filemode.parent.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.parent.nodeargs import write_not_found
@@ -61,6 +63,7 @@ class ControllerFileMode:
         self.status = 0
         self.status_from = ""
         self.ending: dict[int, Any] = {}
+        self.counts = progress.WorkersFiles()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -74,11 +77,30 @@ class ControllerFileMode:
             *plugins.notices(self.config),
         ]
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+    def pytest_xdist_node_collection_finished(self, ids: Sequence[str]) -> None:
+        self.counts.collected(ids)
+
     @pytest.hookimpl(tryfirst=True)  # before the terminal computes progress
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._count(report)
+        if self.session is not None:
+            self.counts.reported(self.session, report.nodeid)
+
+    @pytest.hookimpl(trylast=True)  # after the terminal showed its percentage
+    def pytest_runtest_logfinish(self) -> None:
+        if self.session is not None:
+            self.counts.displayed(self.session)
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal counts the error
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self._count(report)
+
+    def _count(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        """A worker said how many tests the report's file has."""
         count = getattr(report, FILE_TESTS, None)
         if isinstance(count, int) and self.session is not None:
-            self.session.testscollected += count - 1  # the worker counted the file as one
+            self.counts.correct(self.session, report.nodeid, count)
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         self.notfound.extend(output.get("notfound", ()))
