@@ -15,6 +15,8 @@ Imports: stdlib and pytest only (the child side stays light).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -62,9 +64,10 @@ def end_session(session: pytest.Session, status: int) -> int:
     return int(session.exitstatus)
 
 
-def unconfigure(session: pytest.Session) -> int:
-    """Run the child-side plugins' ``pytest_unconfigure``; return the
-    process's exit code (3, pytest's internal error, when it raised).
+def unconfigure(session: pytest.Session, done: Sequence[object] = ()) -> int:
+    """Run the child-side plugins' ``pytest_unconfigure`` (but those of
+    ``done``, run by :func:`unconfigure_own`); return the process's exit
+    code (3, pytest's internal error, when it raised).
 
     The child runs it after telling the parent it finished, while the parent
     goes on with the next file.  pytest's unraisable-exception check collects
@@ -74,7 +77,7 @@ def unconfigure(session: pytest.Session) -> int:
     config = session.config
     frozen.session_ends()
     unconfigure: Any = config.pluginmanager.subset_hook_caller(
-        "pytest_unconfigure", parent_owned(config)
+        "pytest_unconfigure", [*parent_owned(config), *done]
     )
     try:
         unconfigure(config=config)
@@ -82,6 +85,33 @@ def unconfigure(session: pytest.Session) -> int:
         traceback.print_exc()
         return int(pytest.ExitCode.INTERNAL_ERROR)
     return 0
+
+
+def unconfigure_own(
+    session: pytest.Session, own: Callable[[object], bool]
+) -> tuple[list[object], int]:
+    """Run the ``pytest_unconfigure`` of the project's own plugins (its
+    conftests, the plugins whose hook ``own`` says is the project's code)
+    before the child reports what its file executed: what they run is the
+    file's too.  Return those plugins, and the exit code (3 when one
+    raised: then the rest is not run, as in one hook call).
+
+    pytest calls them first anyway (registered last); the other plugins'
+    follow once the parent goes on (:func:`unconfigure`)."""
+    config = session.config
+    manager = config.pluginmanager
+    hook = manager.hook.pytest_unconfigure
+    ours = [impl.plugin for impl in hook.get_hookimpls() if own(impl.function)]
+    if not ours:
+        return [], 0
+    others = [plugin for plugin in manager.get_plugins() if plugin not in ours]
+    unconfigure: Any = manager.subset_hook_caller("pytest_unconfigure", others)
+    try:
+        unconfigure(config=config)
+    except BaseException:  # reported by the exit code and on stderr
+        traceback.print_exc()
+        return ours, int(pytest.ExitCode.INTERNAL_ERROR)
+    return ours, 0
 
 
 def session_status(session: pytest.Session, interrupted: bool) -> int:
@@ -93,12 +123,25 @@ def session_status(session: pytest.Session, interrupted: bool) -> int:
     return int(pytest.ExitCode.OK)
 
 
-def write_raised_status(reporter: pytest.TerminalReporter, status: int, nodeid: str) -> None:
-    """In the parent's summary: which file's session end failed the run."""
+#: Why a child's process raised the run's exit status.
+AT_SESSIONFINISH = (
+    "ended its session with exit status {status} (a plugin's or conftest's pytest_sessionfinish)"
+)
+AT_UNCONFIGURE = (
+    "exited with status {status} after its last test (a plugin's or conftest's "
+    "pytest_unconfigure raised; see its traceback above)"
+)
+KILLED_AFTER = "{ended} after its last test (in its plugins' pytest_unconfigure)"
+
+
+def write_raised_status(
+    reporter: pytest.TerminalReporter, status: int, nodeid: str, why: str = AT_SESSIONFINISH
+) -> None:
+    """In the parent's summary: which file's session end failed the run, and where."""
     if status:
+        said = why.format(status=status)
         reporter.write_line(
-            f"isolation: the process of {nodeid} ended its session with exit status {status} "
-            "(a plugin's or conftest's pytest_sessionfinish); the run exits with it",
+            f"isolation: the process of {nodeid} {said}; the run exits with status {status}",
             red=True,
         )
 

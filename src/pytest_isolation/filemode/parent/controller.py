@@ -38,6 +38,7 @@ from pytest_isolation.filemode.child.loops import suite_loops
 from pytest_isolation.filemode.child.loops import where
 from pytest_isolation.filemode.child.plugin import finish
 from pytest_isolation.filemode.child.plugin import run_loop_logging_kept
+from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
 from pytest_isolation.filemode.parent import progress
@@ -425,7 +426,8 @@ class FileModeController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         self.collection.write_not_found(terminalreporter)
-        write_raised_status(terminalreporter, self.status.status, self.status.where)
+        status = self.status
+        write_raised_status(terminalreporter, status.status, status.where, status.why)
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
         """In an xdist worker: what the controller's summary and run report need."""
@@ -433,6 +435,7 @@ class FileModeController:
         output["start_method"] = self.starter.method
         output["status"] = self.status.status
         output["status_from"] = self.status.where
+        output["status_why"] = self.status.why
 
 
 def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> None:
@@ -470,10 +473,11 @@ class RaisedStatus:
 
     status: int = 0
     where: str = ""
+    why: str = AT_SESSIONFINISH
 
-    def take(self, status: int, where: str) -> None:
+    def take(self, status: int, where: str, why: str = AT_SESSIONFINISH) -> None:
         if not self.status:
-            self.status, self.where = status, where
+            self.status, self.where, self.why = status, where, why
 
 
 def refuse_replaced_loop(config: pytest.Config, own: object) -> None:

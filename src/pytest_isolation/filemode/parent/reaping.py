@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.filemode.child.session_end import AT_UNCONFIGURE
+from pytest_isolation.filemode.child.session_end import KILLED_AFTER
 from pytest_isolation.filemode.parent.ending import alive
 from pytest_isolation.filemode.parent.ending import end_tree
 from pytest_isolation.filemode.processes import Child
@@ -39,7 +41,7 @@ class Finishing:
     def add(self, child: Child, nodeid: str, seen: int) -> None:
         self.exited.append(Exited(child, nodeid, seen))
 
-    def reap(self, wait: bool) -> tuple[int, str] | None:
+    def reap(self, wait: bool) -> tuple[int, str, str] | None:
         """Reap those that have ended (all, with ``wait``): show what they
         wrote to stderr after finishing; return the first failure's exit
         status and file."""
@@ -52,11 +54,14 @@ class Finishing:
             code = self._ended(child, exited.nodeid)
             pass_through(child, exited.seen)
             child.stderr.close()
-            if code < 0:  # killed after its last test: its fork server went, or a signal
+            if code < 0:  # killed after its last test
                 ended = describe_exit(code).removeprefix("was ")
                 self._say(f"isolation: {ended} after the last test of {exited.nodeid}")
-            if code and failed is None:
-                failed = (code if code > 0 else int(pytest.ExitCode.INTERNAL_ERROR), exited.nodeid)
+            if code and failed is None:  # its plugins' unconfigure raised, or a signal
+                failed = (code, exited.nodeid, AT_UNCONFIGURE)
+                if code < 0:
+                    why = KILLED_AFTER.format(ended=describe_exit(code))
+                    failed = (int(pytest.ExitCode.INTERNAL_ERROR), exited.nodeid, why)
         self.exited = running
         return failed
 

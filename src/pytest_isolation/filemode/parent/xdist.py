@@ -20,6 +20,7 @@ from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
 from pytest_isolation.filemode.parent import progress
@@ -62,6 +63,7 @@ class ControllerFileMode:
         #: The exit status a plugin raised at the end of a child's session, and the file's.
         self.status = 0
         self.status_from = ""
+        self.status_why = AT_SESSIONFINISH
         self.ending: dict[int, Any] = {}
         self.counts = progress.WorkersFiles()
 
@@ -106,6 +108,7 @@ class ControllerFileMode:
         self.notfound.extend(output.get("notfound", ()))
         if not self.status and output.get("status"):
             self.status, self.status_from = int(output["status"]), str(output["status_from"])
+            self.status_why = str(output.get("status_why", AT_SESSIONFINISH))
         method = output.get("start_method")
         if method and START_METHOD not in self.config.stash:  # as the first worker reports it
             self.config.stash[START_METHOD] = method
@@ -118,4 +121,4 @@ class ControllerFileMode:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_not_found(terminalreporter, sorted(set(self.notfound)))
-        write_raised_status(terminalreporter, self.status, self.status_from)
+        write_raised_status(terminalreporter, self.status, self.status_from, self.status_why)
