@@ -67,6 +67,8 @@ MODES: dict[str, tuple[str, ...]] = {
     "loop": ("-p", "no:isolation"),
     # File mode without the leak guard (not run by default): what file mode alone changes.
     "fork-noguard": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-leaks=off"),
+    # File mode without the selector's record (not run by default): what the record costs.
+    "fork-norecord": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-record=off"),
     # File mode with the forkserver start method (not run by default).
     "forkserver": ("--isolation-mode=file", "--isolation-start=forkserver"),
     # File mode with the preloading fork server (opt-in; not run by default): what preloading

@@ -19,7 +19,15 @@ import pytest
 import pytest_isolation.filemode
 
 FILEMODE = Path(pytest_isolation.filemode.__file__).parent
-SHARED = {"__init__.py", "wire.py", "processes.py", "lifetime.py", "junit.py", "plugins.py"}
+SHARED = {
+    "__init__.py",
+    "wire.py",
+    "processes.py",
+    "lifetime.py",
+    "junit.py",
+    "plugins.py",
+    "forks.py",
+}
 MOST_ATTRIBUTES = 12
 
 

@@ -505,6 +505,34 @@ def test_the_recorder_sees_each_function_once_and_gives_its_tool_id_back(
     assert monitoring.get_tool(3) is None
 
 
+@by_functions
+def test_what_runs_while_left_out_is_forgotten_and_seen_again(tmp_path: Path) -> None:
+    """The parent's recorder leaves out what a test item it runs itself
+    executes: a function first seen there is seen again at its next start."""
+    from pytest_isolation.core.executed import Recorder
+
+    module = tmp_path / "m_left.py"
+    module.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import m_left  # type: ignore[import-not-found]
+
+        recorder = Recorder(str(tmp_path))
+        recorder.start()
+        m_left.g()
+        with recorder.left_out():
+            m_left.f()
+            m_left.g()
+        before = recorder.so_far()["lines"]
+        m_left.f()
+        taken = recorder.take()["lines"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("m_left", None)
+    assert before == {str(module): [4]}
+    assert taken == {str(module): [1, 4]}
+
+
 HAND_OVER = """\
 import os
 import sys
@@ -679,7 +707,7 @@ def test_a_function_the_parent_ran_at_import_counts_for_every_file_that_loaded_i
     edit(project, '"limit": 3', '"limit": 4', key="src/pkg/checks.py")
     files, result = select(project, "--isolation-for", "src/pkg/checks.py")
     assert files == sorted(TESTS)
-    result.stdout.fnmatch_lines(["*build (run in the parent, before the file's process started)*"])
+    result.stdout.fnmatch_lines(["*build (run by the parent process, for every test file)*"])
     edit(project, '"limit": 4', '"limit": 3', key="src/pkg/checks.py")
     edit(project, "return 0", "return 1", key="src/pkg/checks.py")  # later(): never ran
     files, _ = select(project, "--isolation-for", "src/pkg/checks.py")

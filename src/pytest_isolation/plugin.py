@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from collections.abc import Generator
 
 import pytest
@@ -15,6 +17,8 @@ from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core import options
 from pytest_isolation.core import placement
+from pytest_isolation.core import startup
+from pytest_isolation.core.keys import LAST_WORDS
 from pytest_isolation.core.keys import PARENT_PHASE
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import Setting
@@ -213,10 +217,15 @@ class InputCheck:
 
 @pytest.hookimpl(tryfirst=True)  # before the first conftest is imported
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Python 3.12+, not in a file-mode child: record what the parent runs
-    from here until its first child starts (its conftests' imports), for the
-    record of what each test file executed; stopped at configure when the
-    run makes no record."""
+    """What the process has before any conftest changes it, which file
+    mode's children start from (``startup``, ``forks``).  Python 3.12+, not
+    in a file-mode child: record what the parent runs from here until its
+    first child starts (its conftests' imports), for the record of what each
+    test file executed; stopped at configure when the run makes no record."""
+    from pytest_isolation.filemode import forks
+
+    startup.record(early_config)
+    forks.watch()
     if sys.version_info >= (3, 12) and CHILD_ENV not in os.environ:
         from pytest_isolation.core.executed import Recorder
 
@@ -235,9 +244,18 @@ def _stop_parent_phase(config: pytest.Config) -> None:
         unwatch()
 
 
+def _say_last_words(words: list[Callable[[], None]]) -> None:
+    for say in words:
+        say()
+
+
 @pytest.hookimpl(tryfirst=True)  # before the plugins' configure reads the options
 def pytest_cmdline_main(config: pytest.Config) -> None:
     child = os.environ.get(CHILD_ENV)
+    if child is None:  # before any conftest's configure adds a cleanup: this one runs after
+        words: list[Callable[[], None]] = []
+        config.stash[LAST_WORDS] = words
+        config.add_cleanup(functools.partial(_say_last_words, words))
     if child is not None:  # before any plugin's configure asks if it is an xdist worker
         from pytest_isolation.filemode.child.plugin import adopt_worker_identity
         from pytest_isolation.filemode.wire import ChildSpec
@@ -347,12 +365,13 @@ def _register_run_records(config: pytest.Config, settings: Settings) -> None:
     sharding = Sharding(config)
     config.stash[SHARDING_KEY] = sharding
     config.pluginmanager.register(sharding, names.SHARDING)
-    config.pluginmanager.register(RunReport(config, settings.mode), names.RUN_REPORT)
+    report = RunReport(config, settings.mode)
+    config.pluginmanager.register(report, names.RUN_REPORT)
     if settings.recording:
         from pytest_isolation.ci.recording import PlainRecording
         from pytest_isolation.ci.recording import RecordKeeper
 
-        keeper = RecordKeeper(config)
+        keeper = RecordKeeper(config, report)
         config.pluginmanager.register(keeper, names.RECORD_KEEPER)
         if settings.mode != "file" and not is_controller(config):
             config.pluginmanager.register(PlainRecording(config, keeper), names.PLAIN_RECORDING)

@@ -6,7 +6,9 @@ file whose code the file's tests ran or whose module was loaded (its
 *dependencies*), and which functions of each ran.  A file's entry is
 written only when all of its tests ran (no ``-k``/``-m``/``--deselect``,
 no ``path::name``, no ``-x`` stop, no crash, no failed collection).  The
-entry of a file that did not run this time stays as it was.
+entry of a file that did not run this time stays as it was.  What the
+parent process ran outside the files' processes (:mod:`.parentrun`) counts
+for each file of its run.
 
 Facts of each dependency's version (function fingerprints, see
 :mod:`.sourcefacts`) are kept by content hash, so the selector can tell
@@ -27,12 +29,15 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Generator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_isolation.ci.parentrun import ParentRun
 from pytest_isolation.ci.runreport import SCHEMA
+from pytest_isolation.ci.runreport import RunReport
 from pytest_isolation.ci.sourcefacts import SourceFacts
 from pytest_isolation.ci.sourcefacts import digest
 from pytest_isolation.ci.sourcefacts import read_facts
@@ -41,6 +46,8 @@ from pytest_isolation.core.executed import MODULES
 from pytest_isolation.core.executed import Recorder
 from pytest_isolation.core.executed import how as recording_how
 from pytest_isolation.core.executed import watch
+from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.core.keys import LAST_WORDS
 from pytest_isolation.core.keys import PARENT_PHASE
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.nodeid import file_of
@@ -50,8 +57,9 @@ from pytest_isolation.core.xdist import is_worker
 
 #: Where pytest's cache keeps the record.
 CACHE_KEY = "isolation/recorded"
-#: Version of the record's layout.
-RECORD_VERSION = 2
+#: Version of the record's layout (3: what the parent ran counts for every
+#: entry; a record made before may miss what it ran after its first child).
+RECORD_VERSION = 3
 #: Every function of the file counts as run (a record made by modules loaded).
 EVERY = "*"
 
@@ -124,9 +132,10 @@ class Record:
     #: ``[size, mtime_ns, content hash]`` of each dependency and test file when
     #: last recorded, so a selection hashes only the files whose size or time changed.
     stats: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
-    #: The functions of each file that ran in the parent before its children
-    #: started (while its conftests imported the project, in its shared
-    #: fixtures): every test file that loaded the file inherits what they did.
+    #: The functions of each file that ran in the parent, outside the test
+    #: files' processes (its conftests' imports and hooks, the shared
+    #: fixtures, the session's end, unconfigure): each counts as run by every
+    #: test file that depends on its file, which every entry of the run does.
     inherited: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -324,10 +333,16 @@ class _Facts:
 
 
 def add_entry(
-    record: Record, nodeid: str, test: str, executed: dict[str, Any], facts: _Facts
+    record: Record,
+    nodeid: str,
+    test: str,
+    executed: dict[str, Any],
+    facts: _Facts,
+    parent: Iterable[str] = (),
 ) -> None:
     """The entry of the test file ``test`` (an absolute path) from what its
-    process executed, with its dependencies' facts and stats, into ``record``."""
+    process executed, with its dependencies' facts and stats, into ``record``;
+    ``parent``: the files the parent ran or loaded, a dependency of each file."""
     own = facts.version(test)
     if own is None:
         return
@@ -352,7 +367,7 @@ def add_entry(
             names = {name for line in lines if (name := found[1].function_at(line))}
             if names:
                 ran[found[0]] = sorted(names)
-    for path in executed["modules"]:
+    for path in (*executed["modules"], *parent):
         depend(path)
     _stat(record, own[0], test, own[1])
     record.add(nodeid, own[1], deps, ran, every=executed["how"] == MODULES)
@@ -383,36 +398,72 @@ def _stat(record: Record, key: str, path: str, version: str) -> None:
 
 class RecordKeeper:
     """Collects what each test file executed and writes the record at the
-    end of the run (in the parent; an xdist worker's go to the controller)."""
+    end of the run (in the parent; an xdist worker's go to the controller).
 
-    def __init__(self, config: pytest.Config) -> None:
+    What the parent runs outside the files' processes (:mod:`.parentrun`)
+    counts for every file: the record is written at the session's end, and
+    again after the run's last cleanup when the parent ran more since.
+    """
+
+    def __init__(self, config: pytest.Config, report: RunReport | None = None) -> None:
         self.config = config
+        #: The run report, which holds this run's record too.
+        self.report = report
         #: What each test file's process executed, by the file's node id.
         self.executed: dict[str, dict[str, Any]] = {}
-        #: What ran in the parent(s) before the children started: first lines by file.
-        self.inherited: dict[str, set[int]] = {}
+        #: Test files a conftest keeps out of collection: they run nothing.
+        self.kept_out: set[str] = set()
+        #: What the parent(s) ran outside the files' processes.
+        self.parent = ParentRun(str(config.rootpath))
+        #: File mode: the parent has set up what its children inherit.
+        self.ready = False
+        self.environment: dict[str, str] = {}
+        self.facts: _Facts | None = None
+        #: The record as written (this run's entries added), and what the
+        #: parent had run by then.
         self.written: Record | None = None
+        self.parent_seen: tuple[dict[str, set[int]], set[str]] = ({}, set())
         # The project's code objects, known here once for every child this
         # process forks (the entry plugin does it earlier, when it loads early).
         watch(str(config.rootpath))
+        words = config.stash.get(LAST_WORDS, None)
+        if words is None:  # loaded late: the cleanups registered before run after
+            config.add_cleanup(self.last_words)
+        else:
+            words.append(self.last_words)
 
     def pytest_isolation_parent_ready(self) -> None:
         self.end_parent_phase()
+        self.ready = True
 
     def end_parent_phase(self) -> None:
         """What this process ran from the loading of its first conftests
         until now (Python 3.12+, see the entry plugin's
         ``pytest_load_initial_conftests``): each of its children inherits
-        what it did; a function the project calls while it is imported runs
-        there, once, not in any file's process."""
+        what it did (a function the project calls while it is imported runs
+        there, once, not in any file's process), so it counts for every
+        file, as what the parent runs after it does."""
         recorder = self.config.stash.get(PARENT_PHASE, None)
         if recorder is None:
             return
         del self.config.stash[PARENT_PHASE]
         taken = recorder.hand_over()  # the events stay set for the next recorders
         if not recorder.lost:
-            for path, lines in taken["lines"].items():
-                self.inherited.setdefault(path, set()).update(lines)
+            self.parent.add(taken)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        """File mode: what the parent runs from its first file on (relaying
+        the files' reports, the shared fixtures' teardown after the last) is
+        every file's; not what a test item that runs in the parent itself
+        runs (a non-Python item's)."""
+        if not self.ready:
+            return (yield)
+        if item.stash.get(FILE_PLACEHOLDER, False):
+            self.parent.start()  # the origin every child is forked from has been forked
+            return (yield)
+        with self.parent.left_out():
+            return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_ignore_collect(
@@ -435,6 +486,7 @@ class RecordKeeper:
                 ]
                 nodeid = collection_path.relative_to(root).as_posix()
                 self.executed[nodeid] = {"how": MODULES, "lines": {}, "modules": conftests}
+                self.kept_out.add(nodeid)
         return ignored
 
     def _test_file(self, path: Path) -> bool:
@@ -447,36 +499,61 @@ class RecordKeeper:
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
         self.end_parent_phase()
+        lines, files = self.parent.seen()
         output["executed"] = self.executed
-        output["inherited"] = {path: sorted(lines) for path, lines in self.inherited.items()}
+        output["kept_out"] = sorted(self.kept_out)
+        output["inherited"] = {path: sorted(found) for path, found in lines.items()}
+        output["parent_files"] = sorted(files)
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         self.executed.update(output.get("executed", {}))
-        for path, lines in output.get("inherited", {}).items():
-            self.inherited.setdefault(path, set()).update(lines)
+        self.kept_out.update(output.get("kept_out", []))
+        lines = output.get("inherited", {})
+        self.parent.add({"lines": lines, "modules": output.get("parent_files", [])})
 
     @pytest.hookimpl(tryfirst=True)  # before the run report, which holds this run's record
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.end_parent_phase()  # a run that started no child
         if is_worker(self.config) or not self.executed:
             return
-        root = self.config.rootpath
-        how = recording_how()
-        fresh = Record(environment(), how)
-        cache = getattr(self.config, "cache", None)
-        record = load(cache)
-        facts = _Facts(root, record)
+        self.parent.start()  # the rest of the session's end, and after: see last_words
+        self.environment = environment()
+        self.facts = _Facts(self.config.rootpath, load(getattr(self.config, "cache", None)))
+        self._write()
+
+    def last_words(self) -> None:
+        """The run's last cleanup, after every plugin's and conftest's
+        ``pytest_unconfigure`` and cleanups: what the parent ran since the
+        record was written counts too; the record, and the run report that
+        holds it, are written again when the parent ran more since."""
+        try:
+            if self.written is not None and self.parent.seen() != self.parent_seen:
+                self._write()
+        finally:
+            self.parent.end()
+
+    def _write(self) -> None:
+        """Write this run's record into pytest's cache, and for the run report."""
+        assert self.facts is not None
+        root, facts = self.config.rootpath, self.facts
+        self.parent_seen = lines, files = self.parent.seen()
+        fresh = Record(self.environment, recording_how())
         for nodeid, executed in sorted(self.executed.items()):
-            add_entry(fresh, nodeid, str(root / nodeid), executed, facts)
-        fresh.inherit(_functions(self.inherited, facts, fresh))
+            parent = () if nodeid in self.kept_out else files
+            add_entry(fresh, nodeid, str(root / nodeid), executed, facts, parent)
+        fresh.inherit(_functions(lines, facts, fresh))
         self.config.stash[RECORDED] = fresh.to_json()
-        if record is None or (record.environment, record.how) != (fresh.environment, how):
-            record = Record(fresh.environment, how)
+        record = self.written or facts.previous  # the cache's, read once
+        if record is None or (record.environment, record.how) != (fresh.environment, fresh.how):
+            record = Record(fresh.environment, fresh.how)
         record.update(fresh)
         record.prune(lambda key: (root / key).is_file())
         self.written = record
+        cache = getattr(self.config, "cache", None)
         if cache is not None:
             cache.set(CACHE_KEY, record.to_json())
+        if self.report is not None:
+            self.report.record_changed()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.written is None or terminalreporter.verbosity < 2:
@@ -491,7 +568,9 @@ class RecordKeeper:
 class PlainRecording:
     """``--isolation-record=on`` in a plain run: what each test file's tests
     execute, between its first test and the next file's (code a higher-scoped
-    fixture ran for an earlier file is that file's)."""
+    fixture ran for an earlier file is that file's); what runs after the
+    last file's (the session's end) is every file's, as the parent's is in
+    file mode."""
 
     def __init__(self, config: pytest.Config, keeper: RecordKeeper) -> None:
         self.config = config
@@ -530,8 +609,9 @@ class PlainRecording:
         try:
             return (yield)
         finally:
-            self._close(self.recorder.take())
+            self._close(self.recorder.hand_over())  # its events stay set for the parent's
             self.current = None
+            self.keeper.parent.start()  # the session fixtures' teardown: every file's
 
     def _close(self, executed: dict[str, Any]) -> None:
         file = self.current

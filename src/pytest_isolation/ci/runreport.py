@@ -125,6 +125,8 @@ class RunReport:
             self.target = outputs.checked(self.path, found[1])
         #: Why the report could not be written at the end, for the summary.
         self.failed: str | None = None
+        #: The report as written, once it is.
+        self.written: dict[str, Any] | None = None
 
     def _file(self, path: str) -> FileResult:
         found = self.files.get(path)
@@ -227,7 +229,18 @@ class RunReport:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.target is None:
             return
-        document = self.document(int(exitstatus))
+        self.written = self.document(int(exitstatus))
+        self._write(self.written)
+
+    def record_changed(self) -> None:
+        """The record of what each test file executed grew after the report
+        was written (the parent's end of the run): write it again."""
+        if self.written is not None:
+            self.written = {**self.written, **self._recorded()}
+            self._write(self.written)
+
+    def _write(self, document: dict[str, Any]) -> None:
+        assert self.target is not None
         self.failed = outputs.write(self.target, json.dumps(document, indent=2) + "\n")
 
     def document(self, exit_code: int) -> dict[str, Any]:

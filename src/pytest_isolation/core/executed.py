@@ -34,11 +34,13 @@ Imports: stdlib only (the child side stays light).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
 import sysconfig
 from collections.abc import Iterable
+from collections.abc import Iterator
 from types import CodeType
 from types import FunctionType
 from typing import Any
@@ -55,6 +57,8 @@ _NAME = "pytest-isolation"
 _INSTALLED = ("site-packages", "dist-packages")
 #: Where a project keeps its importable packages, relative to its root.
 _SOURCE_DIRS = ("", "src", "lib")
+#: This plugin's own code: never the project's hooks, even in its own repository.
+_PLUGIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 
 
 class _Known:
@@ -305,8 +309,9 @@ class ProjectFiles:
 class Recorder:
     """Sees which code of the project under ``root`` runs, from :meth:`start`
     to :meth:`take` (or :meth:`hand_over`, :meth:`finish`); :meth:`restart`
-    starts a new span in the same process (a plain run's next file).  One
-    recorder watches at a time."""
+    starts a new span in the same process (a plain run's next file),
+    :meth:`so_far` reads what ran without stopping, and what runs within
+    :meth:`left_out` is not counted.  One recorder watches at a time."""
 
     def __init__(self, root: str) -> None:
         watch(root)
@@ -349,20 +354,45 @@ class Recorder:
         _Tool.owner = self
         return True
 
-    def _rearm(self) -> None:
-        """Set the event again on each code object seen (its callback
-        disabled the event there)."""
+    def _rearm(self, codes: Iterable[CodeType]) -> None:
+        """Set the event again on each of ``codes`` (its callback disabled
+        the event there)."""
         monitoring = _monitoring()
-        for code in self.codes:
+        for code in codes:
             monitoring.set_local_events(_Tool.id, code, 0)
             monitoring.set_local_events(_Tool.id, code, monitoring.events.PY_START)
+
+    def so_far(self) -> dict[str, Any]:
+        """What ran since the start (as :meth:`take`), watching on."""
+        return self._taken()
+
+    @contextlib.contextmanager
+    def left_out(self) -> Iterator[None]:
+        """What runs inside is not this recorder's: each code object first
+        seen there is forgotten, and seen again at its next start."""
+        before = set(self.codes)
+        try:
+            yield
+        finally:
+            fresh = self.codes - before
+            self.codes -= fresh  # in place: the callback holds this set
+            if self.tool is not None:
+                self._rearm(fresh)
+
+    def owns(self, function: object) -> bool:
+        """Whether ``function`` (a hook implementation) is the project's own
+        code: a conftest's, or a plugin of the project's (not this plugin's)."""
+        code = getattr(function, "__code__", None)
+        if not isinstance(code, CodeType) or code.co_filename.startswith(_PLUGIN):
+            return False
+        return self.files.of(code.co_filename) is not None
 
     def restart(self) -> dict[str, Any]:
         """What ran since the start or the last restart; from now on each
         code object is seen again at its next start."""
         taken = self._taken()
         if self.tool is not None:
-            self._rearm()
+            self._rearm(self.codes)
         self.codes.clear()
         return taken
 
@@ -380,7 +410,7 @@ class Recorder:
         with its events set, again, on what ran: the next recorder of this
         process, or of a child it forks, watches without setting any."""
         if self.tool is not None:
-            self._rearm()
+            self._rearm(self.codes)
         return self._stop()
 
     def finish(self) -> dict[str, Any]:

@@ -54,3 +54,7 @@ RECORDED = pytest.StashKey[dict[str, Any]]()
 #: Python 3.12+: the recorder of what the parent runs from the loading of its
 #: first conftests until its first child starts (``core.executed.Recorder``).
 PARENT_PHASE = pytest.StashKey[Any]()
+#: What the entry plugin calls as the run's very last cleanup, after every
+#: conftest's and plugin's (registered before their ``pytest_configure``):
+#: the record of what each test file executed ends there.
+LAST_WORDS = pytest.StashKey[list[Callable[[], None]]]()

@@ -35,6 +35,7 @@ from typing import BinaryIO
 
 from pytest_isolation.core import startup
 from pytest_isolation.core.signals import signal_name
+from pytest_isolation.filemode import forks
 from pytest_isolation.filemode.lifetime import die_with_parent
 from pytest_isolation.filemode.lifetime import ending_default
 from pytest_isolation.filemode.lifetime import suite_sigchld
@@ -93,6 +94,26 @@ def as_the_parent() -> dict[str, Any]:
         "main_file": str(getattr(main, "__file__", "") or ""),
         "main_name": str(getattr(spec, "name", "") or ""),
     }
+
+
+def interpreter_options(environ: dict[str, str]) -> list[str]:
+    """The options this interpreter runs with (``-O``, ``-B``, ``-X dev``,
+    ``-X int_max_str_digits=...``, ``-W error``), for an interpreter started
+    in ``environ``, so that it runs as this one does.  The ``-W`` options
+    that ``PYTHONWARNINGS`` gave are left out: it reads them from
+    ``environ`` too.  Private standard library, the way ``multiprocessing``
+    starts its spawned interpreters (``tests/test_inherited.py`` fails
+    loudly if it goes)."""
+    options: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    if not sys.flags.ignore_environment:
+        for option in environ.get("PYTHONWARNINGS", "").split(","):
+            if option and f"-W{option}" in options:
+                options.remove(f"-W{option}")
+    given = {options[at + 1].partition("=")[0] for at, arg in enumerate(options) if arg == "-X"}
+    for name, value in getattr(sys, "_xoptions", {}).items():
+        if name not in given:
+            options += ["-X", name if value is True else f"{name}={value}"]
+    return options
 
 
 @dataclasses.dataclass
@@ -238,7 +259,7 @@ def fork_process() -> int:
     _before_fork()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
-        pid = os.fork()
+        pid = forks.fork()
     if pid:  # frozen objects are missing from gc.get_objects(), which a test here may use
         gc.unfreeze()
     return pid
@@ -276,8 +297,9 @@ def child_start(
     """What a forked child does first: end with ``parent``, take the default
     signal handlers, close the parent's ends, lead a session of its own and
     write its stderr to ``stderr``.  A process that runs tests takes the
-    suite's ``SIGCHLD`` setting; the origin and the fork servers, which wait
-    for children of their own, keep the default."""
+    suite's ``SIGCHLD`` setting, timers and faulthandler's watchdog
+    (:mod:`.forks`); the origin and the fork servers, which wait for
+    children of their own, keep the default and run neither."""
     die_with_parent(parent)
     ending_default()
     if runs_tests:
@@ -292,3 +314,7 @@ def child_start(
         faulthandler.enable(os.dup(2))
     # A timed-out child dumps every thread's traceback there (DUMP_SIGNAL).
     faulthandler.register(DUMP_SIGNAL, os.dup(2), all_threads=True)
+    if runs_tests:
+        forks.resume()
+    else:
+        forks.quiet()

@@ -9,7 +9,10 @@ For a changed source file and each test file's entry in the record
 - a stale entry (a file it depends on, or the test file, changed but is not
   among the changed files asked about): the ``impact`` scope decides;
 - otherwise selected when its tests ran a function of the source that
-  changed, or loaded the source and the source's import-time code changed.
+  changed, or loaded the source and the source's import-time code changed;
+  what the parent process ran outside the files' processes (the record's
+  ``inherited``) counts as run by every test file, each of which depends on
+  its files.
 
 Which functions changed: the record keeps each function's fingerprint of
 the version it saw, so the difference with the file now says it; when the
@@ -40,8 +43,8 @@ UNRECORDED = "unrecorded"
 STALE = "stale"
 #: What changed of a source whose functions a test file did not run.
 IMPORT_TIME = "import-time code"
-#: A function that ran in the parent before the file's process started.
-BEFORE = "run in the parent, before the file's process started"
+#: A function the parent process ran, outside the test files' processes.
+PARENT = "run by the parent process, for every test file"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,15 +60,16 @@ class Changes:
     def touches(self, entry: Entry, source: str, inherited: list[str]) -> list[str] | None:
         """What of ``source``, which ``entry``'s tests loaded, that they used
         changed (function names, or ``import-time code``); None when nothing
-        they used did.  ``inherited``: the functions of ``source`` that ran in
-        the parent before the file's process started, whose work it inherits."""
+        they used did.  ``inherited``: the functions of ``source`` that the
+        parent process ran, outside the files' processes (its conftests'
+        imports, the shared fixtures, the session's end): every file's."""
         ran = entry.ran_in(source)
         if EVERY in ran:
             return ["the whole file"] if (self.whole or self.functions or self.module) else None
         used = set(ran) | set(inherited)
         hit = sorted(used) if self.whole else sorted(self.functions & used)
         if hit:
-            return [name if name in ran else f"{name} ({BEFORE})" for name in hit]
+            return [name if name in ran else f"{name} ({PARENT})" for name in hit]
         return [IMPORT_TIME] if self.module else None
 
 

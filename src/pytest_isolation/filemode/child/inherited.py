@@ -187,15 +187,15 @@ def skipped_by_marks(item: pytest.Item) -> bool:
     return xfail is not None and not xfail.run and not item.config.option.runxfail
 
 
-def shared_in_use(asked: Sequence[str], collected: Sequence[pytest.Item]) -> list[str]:
+def shared_in_use(asked: Sequence[str], collected: Sequence[pytest.Item]) -> list[str] | None:
     """The shared fixtures of ``asked`` that the tests that run (not those a
-    mark skips) request, or all of them when one of those tests, or a
-    fixture it uses, may ask for a fixture by name at run time
+    mark skips) request; None (each of them may be used) when one of those
+    tests, or a fixture it uses, may ask for a fixture by name at run time
     (``request.getfixturevalue``: pytest-django asks for ``django_db_setup``
     so)."""
     running = [item for item in collected if not skipped_by_marks(item)]
     if any(_asks_at_run_time(item) for item in running):
-        return sorted(asked)
+        return None
     used = {name for item in running for name in _fixture_names(item)}
     return sorted(name for name in asked if name in used)
 

@@ -162,7 +162,7 @@ class ChildPlugin:
         inherited.set_up_where_resolved_otherwise(self.config, session.items)
         if self.spec.uses:
             used = inherited.shared_in_use(self.spec.uses, session.items)
-            self.sender.send(USES, names=used)
+            self.sender.send(USES, names=used)  # None: any of them may be asked for
         return True
 
     @pytest.hookimpl(tryfirst=True)
@@ -546,7 +546,11 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         plugin.sender.send(KEPT, lines=kept)
     cov.save()
     recorder = plugin.recorder
+    done: list[object] = []
+    code = 0
     if recorder is not None:
+        if interruption is None:  # what the project's own unconfigure runs is the file's
+            done, code = session_end.unconfigure_own(session, recorder.owns)
         executed = recorder.finish()  # the process ends: nothing to put back
         if interruption is None and not (plugin.partial or plugin.unfinished or recorder.lost):
             plugin.sender.send(EXECUTED, **executed)
@@ -559,7 +563,8 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     # How much of its stderr the child wrote before finishing: the parent
     # shows that now, and what its unconfigure writes when it has ended.
     plugin.sender.send(FINISHED, stderr=_written_to_stderr())
-    code = 0 if plugin.spec.collect_only else session_end.unconfigure(session)
+    if not (plugin.spec.collect_only or code):
+        code = session_end.unconfigure(session, done)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -96,8 +96,9 @@ def unconfigure_own(
     file's too.  Return those plugins, and the exit code (3 when one
     raised: then the rest is not run, as in one hook call).
 
-    pytest calls them first anyway (registered last); the other plugins'
-    follow once the parent goes on (:func:`unconfigure`)."""
+    pytest calls most of them before the others anyway (conftests are
+    registered late); the others' follow once the parent goes on
+    (:func:`unconfigure`), pytest's last garbage collection among them."""
     config = session.config
     manager = config.pluginmanager
     hook = manager.hook.pytest_unconfigure

@@ -74,17 +74,19 @@ class SharedFixtures:
         child = self.starter.forking.fork_now(first).activate(spec, -1)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         used: set[str] | None = None
+        told = False
         try:
             for kind, payload in wire.Receiver(child.stream).messages(deadline):
                 if kind == wire.USES:
-                    used = set(payload["names"])
+                    names = payload["names"]
+                    used, told = None if names is None else set(names), True
                 if kind in (wire.USES, wire.FINISHED, wire.INTERRUPTED):
                     break
         except wire.TimedOut:
             pass
         finally:
             end_child(child)
-        if used is None:
+        if not told:
             write_line(
                 self.config,
                 "isolation: the collection that finds which shared fixtures the selected "

@@ -28,6 +28,7 @@ from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
+from pytest_isolation.core.startup import STARTED
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.filemode import plugins
 from pytest_isolation.filemode import wire
@@ -72,8 +73,9 @@ class Starter:
         self.baseline_threads = 1 + idle
         self.method, self.reason = resolve_start(settings.start, self.baseline_threads, beside)
         self.basetemp: Path | None = None
-        #: The environment the run started with: every file's child starts from it
-        #: (what a test run in this process, of a non-Python collector, sets is its own).
+        #: The environment the run's tests started with: every forked child starts
+        #: from it (what a test run in this process, of a non-Python collector, sets
+        #: is its own); a fresh interpreter starts from the one pytest started in.
         self.environ: dict[str, str] | None = None
         #: The recursion headroom of pytest's run loop: spawned children run their tests as deep.
         self.loop_room = 0
@@ -105,7 +107,8 @@ class Starter:
             spec, launch = self._launch(spec)
             warm = None if self.method == "spawn" else self.spawned_server.child(launch)
             if warm is None:  # spawn, or no fork server could start: a fresh interpreter
-                return spawn_child(spec, launch.argv, launch.cwd, launch.environ)
+                fds = inherited_fds(self.config)
+                return spawn_child(spec, launch.argv, launch.cwd, launch.environ, fds)
             return warm.activate(spec, index, launch)
         if index < 0:  # --collect-only: during collection, before any fork server
             return self.forking.fork_now(file).activate(spec, index)
@@ -135,7 +138,9 @@ class Starter:
     def _launch(self, spec: wire.ChildSpec) -> tuple[wire.ChildSpec, Launch]:
         """How a child that runs pytest itself (spawn, forkserver) is started:
         the run's own arguments, directory and environment, and what it
-        must do beyond them."""
+        must do beyond them.  The environment is the one pytest started in,
+        before the conftests' imports: the child's own start-up imports them
+        again (a conftest's ``PATH`` prepended at import is prepended once)."""
         params = self.config.invocation_params
         args = list(params.args)
         if is_worker(self.config):  # the child runs its file itself, not through xdist
@@ -148,7 +153,11 @@ class Starter:
         if self.basetemp is not None:  # a directory per child: pytest empties it first
             self.spawned += 1
             basetemp = str(self.basetemp / f"spawned-{self.spawned}")
-        environ = dict(os.environ) if self.environ is None else self.environ
+        started = self.config.stash.get(STARTED, None)
+        if started is not None:
+            environ = dict(started.environ)
+        else:  # this plugin was loaded by a conftest: after the start-up began
+            environ = dict(os.environ) if self.environ is None else self.environ
         return spec, Launch(args, str(params.dir), environ, basetemp)
 
     def close(self) -> None:
@@ -330,14 +339,15 @@ class SpawnedServer:
                     "an import",
                 ),
             )
+            fds = inherited_fds(self.config)
             for modules, args, passed_over, unnamed in tries:
-                server, why = _spawn_server(launch, modules, seconds, args, unnamed)
+                server, why = _spawn_server(launch, modules, seconds, args, unnamed, fds)
                 if server is not None:
                     self.server = server
                     return server
                 write_line(self.config, f"isolation: {passed_over} ({why})")
             try:
-                self.server = ForkServer.spawn(launch.cwd, launch.environ, [], seconds)
+                self.server = ForkServer.spawn(launch.cwd, launch.environ, [], seconds, fds=fds)
             except RuntimeError as error:  # did not start in time: each child is spawned
                 self.failed = str(error).strip().splitlines()[-1]
                 write_line(self.config, f"{self.failed}; each child is spawned instead")
@@ -364,6 +374,13 @@ def shared_basetemp(config: pytest.Config) -> Path | None:
     return None if factory is None else factory.getbasetemp()
 
 
+def inherited_fds(config: pytest.Config) -> tuple[int, ...]:
+    """The file descriptors the run inherited (still open), which a fresh
+    interpreter for a file inherits too, as a fresh ``pytest FILE`` would."""
+    started = config.stash.get(STARTED, None)
+    return () if started is None else started.open_fds()
+
+
 def write_line(config: pytest.Config, line: str) -> None:
     """A line of its own (``--setup-show`` leaves its last line open)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -386,11 +403,12 @@ def _spawn_server(
     seconds: float,
     args: Sequence[str] | None,
     unnamed: str,
+    fds: tuple[int, ...],
 ) -> tuple[ForkServer | None, str]:
     """A spawned fork server for ``launch`` that took all of ``modules`` (and,
-    with ``args``, pytest's start-up), or why there is none."""
+    with ``args``, pytest's start-up), inheriting ``fds``, or why there is none."""
     try:
-        server = ForkServer.spawn(launch.cwd, launch.environ, modules, seconds, args=args)
+        server = ForkServer.spawn(launch.cwd, launch.environ, modules, seconds, args, fds)
     except RuntimeError as error:  # its start-up failed: each child's will say how
         return None, str(error).strip().splitlines()[-1]
     loaded = preload.Loaded(**json.loads(server.hello))

@@ -27,11 +27,13 @@ from collections.abc import Sequence
 
 from pytest_isolation.core import frozen
 from pytest_isolation.core.names import CHILD_ENV
+from pytest_isolation.filemode import forks
 from pytest_isolation.filemode.processes import AS_THE_PARENT
 from pytest_isolation.filemode.processes import Launch
 from pytest_isolation.filemode.processes import Warm
 from pytest_isolation.filemode.processes import as_the_parent
 from pytest_isolation.filemode.processes import child_start
+from pytest_isolation.filemode.processes import interpreter_options
 from pytest_isolation.filemode.wire import receive
 
 # Run by the spawned fork server (``forkserver``): the same start, then it
@@ -96,10 +98,12 @@ class ForkServer:
         modules: Sequence[str],
         seconds: float,
         args: Sequence[str] | None = None,
+        fds: tuple[int, ...] = (),
     ) -> ForkServer:
-        """Start the spawned fork server: a fresh interpreter that imports
-        pytest and ``modules`` and forks the children (:func:`serve_spawned`);
-        with ``args``, one that runs pytest's start-up for them first
+        """Start the spawned fork server: a fresh interpreter, with this
+        one's options and inheriting ``fds``, that imports pytest and
+        ``modules`` and forks the children (:func:`serve_spawned`); with
+        ``args``, one that runs pytest's start-up for them first
         (:class:`.zygote.Zygote`).  Waits for it at most ``seconds``;
         ``RuntimeError`` names why it did not start.  Its ``hello`` says what
         it prepared (JSON: a :class:`~.preload.Loaded`, or the zygote's word)."""
@@ -111,12 +115,14 @@ class ForkServer:
             "args": None if args is None else list(args),
             **as_the_parent(),
         }
+        env = dict(os.environ if environ is None else environ)
+        command = [sys.executable, *interpreter_options(env), "-c", _FORKSERVER_CODE]
         try:
             process = subprocess.Popen(
-                [sys.executable, "-c", _FORKSERVER_CODE, json.dumps(spec)],
+                [*command, json.dumps(spec)],
                 cwd=cwd,
-                env=os.environ if environ is None else environ,
-                pass_fds=(server_end.fileno(),),
+                env=env,
+                pass_fds=(server_end.fileno(), *fds),
                 stderr=stderr,
                 start_new_session=True,
             )
@@ -251,7 +257,10 @@ def serve(channel: socket.socket, hello: bytes) -> tuple[int, int]:
     itself ends when the parent closes the channel.
 
     What the server made while it prepared (the modules it preloaded) is
-    frozen as the parent's objects are (see :func:`_before_fork`)."""
+    frozen as the parent's objects are (see :func:`_before_fork`).  It runs
+    no timer or watchdog: those the zygote's conftests started run in each
+    child instead (:mod:`..forks`)."""
+    forks.quiet()
     gc.freeze()
     say_hello(channel, hello)
     exited: dict[int, int] = {}
@@ -288,7 +297,7 @@ def _serve_fork(channel: socket.socket) -> tuple[int, int] | None:
     read_fd, write_fd = os.pipe()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the parent, then closed
     parent = os.getpid()
-    pid = os.fork()
+    pid = forks.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         try:
             # detached: the socket object lives on in the frames this child returns to

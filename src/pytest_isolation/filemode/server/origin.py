@@ -17,6 +17,7 @@ from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child.plugin import ChildPlugin
 from pytest_isolation.filemode.child.plugin import prepare_forked
 from pytest_isolation.filemode.child.plugin import start_forked
+from pytest_isolation.filemode.forks import fork
 from pytest_isolation.filemode.processes import child_start
 from pytest_isolation.filemode.processes import fork_process
 from pytest_isolation.filemode.server import preload
@@ -121,7 +122,7 @@ def _originate(channel: socket.socket) -> ServerOrder:
             break
         order = json.loads(recv_exactly(channel, int.from_bytes(data[1:5], "big")))
         reap({})
-        pid = os.fork()
+        pid = fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             with tempfile.TemporaryFile() as stderr:  # fd 2 is its copy
                 child_start((channel.detach(),), stderr, origin, runs_tests=False)
