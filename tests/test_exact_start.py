@@ -70,30 +70,50 @@ def test_the_program_s_name_is_the_run_s(pytester: pytest.Pytester, start: str) 
     result.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("start", ["fork", "forkserver"])
-def test_a_fork_server_that_dies_is_contained_like_a_crash(
-    pytester: pytest.Pytester, start: str
-) -> None:
-    """A test that kills its parent (the fork server; the OOM killer does
-    the same): its file is reported as killed, a new server forks the next
-    children, and the other files run."""
-    killer = """
+KILLERS = {
+    "its fork server": """
         import os, signal
 
         def test_kills_its_parent():
             os.kill(os.getppid(), signal.SIGKILL)
-    """
-    result = _run_after_a_killer(pytester, killer, start)
-    result.stdout.fnmatch_lines(["*killed by signal 9 (SIGKILL)*test_a.py*"])
-    outcomes = result.parseoutcomes()
-    assert outcomes["passed"] >= 2  # test_b and test_c
-    if outcomes.get("failed", 0) + outcomes.get("errors", 0):  # killed in its call or teardown
-        assert result.ret == 1
-    else:  # killed after its last test, in its plugins' unconfigure: a process crashed
-        result.stdout.fnmatch_lines(
-            ["*killed by signal 9 (SIGKILL) after the last test of test_a.py"]
-        )
-        assert result.ret == 3
+
+        def test_after():
+            pass
+    """,
+    "the origin": """
+        import os, signal
+
+        def test_kills_its_grandparent():
+            with open(f"/proc/{os.getppid()}/stat") as stat:
+                grandparent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            os.kill(grandparent, signal.SIGKILL)
+
+        def test_after():
+            pass
+    """,
+}
+
+
+@pytest.mark.parametrize("killed", sorted(KILLERS))
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_a_test_that_kills_a_server_gets_the_same_outcome_every_time(
+    pytester: pytest.Pytester, start: str, killed: str
+) -> None:
+    """Issue 46 item 7: a test that kills its fork server (the OOM killer
+    does the same) or the origin of the servers.  Its process carries on, as
+    pytest's process does when a plain run's test kills pytest's parent; the
+    files after it run in children of a new server (the one forked ahead from
+    the killed server was killed "while collecting"), and a child still in
+    its unconfigure is not killed (the run exited 3, blaming the session's
+    end).  Three runs, one outcome."""
+    if start == "forkserver" and killed == "the origin":
+        pytest.skip("forkserver children come from one spawned server: no origin")
+    outcomes = []
+    for _ in range(3):
+        result = _run_after_a_killer(pytester, KILLERS[killed], start)
+        outcomes.append((result.ret, result.parseoutcomes()))
+        result.stdout.no_fnmatch_line("*killed by signal*")
+    assert outcomes == [(0, {"passed": 4})] * 3
 
 
 def _run_after_a_killer(pytester: pytest.Pytester, killer: str, start: str) -> pytest.RunResult:
@@ -189,8 +209,9 @@ def test_a_test_runs_as_deep_in_the_stack_as_in_a_plain_run(
 
 def test_a_killed_origin_of_the_fork_servers_is_contained(pytester: pytest.Pytester) -> None:
     """A test that kills the process its fork server was forked from (the
-    origin, which forks a new server when one dies): its file is reported
-    as killed, the header says the other children are spawned, and they run."""
+    origin, which forks a new server when one dies) and the server: its
+    process carries on, the header says the other children are spawned, and
+    they run."""
     killer = """
         import os, signal
 
@@ -201,7 +222,7 @@ def test_a_killed_origin_of_the_fork_servers_is_contained(pytester: pytest.Pytes
             os.kill(os.getppid(), signal.SIGKILL)
     """
     result = _run_after_a_killer(pytester, killer, "fork")
-    result.stdout.fnmatch_lines(["*killed by signal 9 (SIGKILL)*test_a.py*"])
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         ["*the origin of the fork servers has ended; each child is spawned instead"]
     )

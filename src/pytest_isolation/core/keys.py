@@ -58,3 +58,5 @@ PARENT_PHASE = pytest.StashKey[Any]()
 #: conftest's and plugin's (registered before their ``pytest_configure``):
 #: the record of what each test file executed ends there.
 LAST_WORDS = pytest.StashKey[list[Callable[[], None]]]()
+#: In file mode's parent: the files during whose run their process's fork server ended.
+SERVERS_ENDED = pytest.StashKey[list[str]]()

@@ -46,6 +46,81 @@ def die_with_parent(parent: int, number: int = signal.SIGKILL) -> None:
         os._exit(1)
 
 
+#: The signal a file's process forked by a fork server gets when that server
+#: ends (a real-time signal no suite uses; SIGUSR2 where there is none).
+SERVER_GONE = int(signal.SIGRTMIN) + 6 if hasattr(signal, "SIGRTMIN") else int(signal.SIGUSR2)
+
+
+class _Run:
+    """The pid of the run's parent, in a file's process forked by a fork server."""
+
+    parent = 0
+    #: Its fork server ended since this was last asked (:func:`server_went`).
+    server_gone = False
+
+
+def mark_run_parent(pid: int = 0) -> None:
+    """This process (or ``pid``: a spawned fork server's parent) is the run's
+    parent: the processes it forks know it (:func:`outlive_server`)."""
+    _Run.parent = pid or os.getpid()
+
+
+def die_with_run(parent: int) -> None:
+    """A spawned process (a file's, or the ``forkserver`` server): end with
+    ``parent``, the run's parent."""
+    die_with_parent(parent)
+    mark_run_parent(parent)
+
+
+def end_with(parent: int) -> None:
+    """In a forked process that runs tests: end with ``parent``, or, when a
+    fork server forked it, outlive that server while the run's parent runs."""
+    run = _Run.parent
+    if run and run != parent:
+        outlive_server(parent, run)
+    else:
+        die_with_parent(parent)
+
+
+def outlive_server(server: int, run: int) -> None:
+    """In a file's process that fork server ``server`` forked: when the server
+    ends (a test killed it, or the OOM killer did), carry on: the run's
+    parent (``run``) still reads this process's reports, and a new server
+    serves the next files.  End at once only when the run's parent has gone
+    too (Linux; elsewhere, end with the server as before)."""
+    if _prctl is None or run <= 0:
+        die_with_parent(server)
+        return
+    _Run.parent = run
+    signal.signal(SERVER_GONE, _server_gone)
+    _prctl(PR_SET_PDEATHSIG, int(SERVER_GONE), 0, 0, 0)
+    if os.getppid() != server:  # it has gone already
+        _server_gone(SERVER_GONE, None)
+
+
+def _server_gone(number: int, frame: object) -> None:
+    if not _running(_Run.parent):
+        os._exit(1)
+    _Run.server_gone = True
+
+
+def server_went() -> bool:
+    """Whether this process's fork server ended since the last call."""
+    gone, _Run.server_gone = _Run.server_gone, False
+    return gone
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (not ended, not a zombie: a killed process's
+    state until its parent reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
 def end_with_controller() -> None:
     """In an xdist worker in file mode: end the running child's whole tree as on
     an interrupt when the controller ends or stops, instead of being killed

@@ -37,6 +37,7 @@ from pytest_isolation.core import startup
 from pytest_isolation.core.signals import signal_name
 from pytest_isolation.filemode import forks
 from pytest_isolation.filemode.lifetime import die_with_parent
+from pytest_isolation.filemode.lifetime import end_with
 from pytest_isolation.filemode.lifetime import ending_default
 from pytest_isolation.filemode.lifetime import suite_sigchld
 from pytest_isolation.filemode.wire import START
@@ -69,8 +70,8 @@ DUMP_SIGNAL = _dump_signal()
 # there) and the file and module name of its ``__main__`` (multiprocessing's
 # spawn start method and tests read them).
 AS_THE_PARENT = (
-    "from pytest_isolation.filemode.lifetime import die_with_parent\n"
-    "die_with_parent(spec['parent'])\n"
+    "from pytest_isolation.filemode.lifetime import die_with_run\n"
+    "die_with_run(spec['parent'])\n"
     "sys.path[0] = spec['path0']\n"
     "sys.argv[0] = spec['argv0']\n"
     "if spec['main_file']:\n"
@@ -126,7 +127,9 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
     #: For children of a fork server: asks the server for the exit code.
-    waiter: Callable[[int], int] | None = None
+    waiter: Callable[[int], int | None] | None = None
+    #: The fork server that would tell the exit code had gone.
+    unknown: bool = False
 
     def poll(self) -> bool:
         """Reap the child if it has exited; return whether it has."""
@@ -145,7 +148,9 @@ class Child:
         """Reap the child; return its exit code, negative for a signal."""
         if self.returncode is None:
             if self.waiter is not None:
-                self.returncode = self.waiter(self.pid)
+                code = self.waiter(self.pid)
+                self.unknown = code is None
+                self.returncode = -signal.SIGKILL if code is None else code
             elif self.process is not None:
                 self.returncode = self.process.wait()
             else:
@@ -195,7 +200,7 @@ class Warm:
     stream: BinaryIO
     stderr: IO[bytes]
     #: For children of a fork server: asks the server for the exit code.
-    waiter: Callable[[int], int] | None = None
+    waiter: Callable[[int], int | None] | None = None
 
     def activate(self, spec: ChildSpec, index: int, launch: Launch | None = None) -> Child:
         """Send the file to run (``index``: its placeholder in ``session.items``);
@@ -300,7 +305,10 @@ def child_start(
     suite's ``SIGCHLD`` setting, timers and faulthandler's watchdog
     (:mod:`.forks`); the origin and the fork servers, which wait for
     children of their own, keep the default and run neither."""
-    die_with_parent(parent)
+    if runs_tests:  # a test that kills its fork server does not end its own process
+        end_with(parent)
+    else:
+        die_with_parent(parent)
     ending_default()
     if runs_tests:
         suite_sigchld()

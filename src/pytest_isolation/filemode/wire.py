@@ -62,6 +62,11 @@ STATUS = "status"
 EXECUTED = "executed"
 INTERRUPTED = "interrupted"
 FINISHED = "finished"
+#: After its unconfigure, the exit code the child ends with: read when the
+#: fork server that would tell it has gone (a test killed it).
+EXITING = "exiting"
+#: The fork server of the child ended while a test ran (``nodeid``).
+SERVER_ENDED = "server-ended"
 
 Message = tuple[str, dict[str, Any]]
 

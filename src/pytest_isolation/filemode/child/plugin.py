@@ -45,6 +45,7 @@ from pytest_isolation.core.shared import flush_files
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import junit
+from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child import inherited
 from pytest_isolation.filemode.child import session_end
@@ -59,6 +60,7 @@ from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED
 from pytest_isolation.filemode.wire import DONE
 from pytest_isolation.filemode.wire import EXECUTED
+from pytest_isolation.filemode.wire import EXITING
 from pytest_isolation.filemode.wire import FINISHED
 from pytest_isolation.filemode.wire import HELLO
 from pytest_isolation.filemode.wire import INTERRUPTED
@@ -71,6 +73,7 @@ from pytest_isolation.filemode.wire import NOTFOUND
 from pytest_isolation.filemode.wire import PROTOCOL_VERSION
 from pytest_isolation.filemode.wire import REPEATING
 from pytest_isolation.filemode.wire import REPORT
+from pytest_isolation.filemode.wire import SERVER_ENDED
 from pytest_isolation.filemode.wire import STATUS
 from pytest_isolation.filemode.wire import USES
 from pytest_isolation.filemode.wire import WARNING
@@ -111,6 +114,7 @@ class ChildPlugin:
         self.partial = False
 
     def start(self, spec: ChildSpec, parent_collector: pytest.Collector | None) -> None:
+        lifetime.server_went()  # a server that ended before this file began is not its
         self.spec = spec
         self.parent_collector = parent_collector
         # -x/--maxfail count across files: the parent passes the failures left.
@@ -289,6 +293,8 @@ class ChildPlugin:
         # state kept in this process: ask here, so the parent gets it settled.
         self.config.hook.pytest_report_teststatus(report=report, config=self.config)
         self.sender.send(REPORT, data=self._serialize(report))
+        if lifetime.server_went():  # a test that kills its fork server is named
+            self.sender.send(SERVER_ENDED, nodeid=str(report.nodeid))
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.unfinished.discard(str(nodeid))
@@ -567,6 +573,10 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         code = session_end.unconfigure(session, done)
     sys.stdout.flush()
     sys.stderr.flush()
+    with contextlib.suppress(OSError):  # the parent has gone, or does not wait for it
+        if lifetime.server_went():  # after the file's last report
+            plugin.sender.send(SERVER_ENDED, nodeid=plugin.spec.path)
+        plugin.sender.send(EXITING, code=code)
     os._exit(code)
 
 

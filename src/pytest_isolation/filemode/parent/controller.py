@@ -24,6 +24,7 @@ from typing import NamedTuple
 import pytest
 
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
+from pytest_isolation.core.keys import SERVERS_ENDED
 from pytest_isolation.core.placement import Placement
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_worker
@@ -207,6 +208,7 @@ class FileModeController:
         if running and starter.method == "fork":
             starter.basetemp = shared_basetemp(self.config)  # every child's, made once
             loops = suite_loops(self.config, self)  # the child runs them after its collection
+            lifetime.mark_run_parent()  # a child carries on when a test kills its fork server
             plugin = starter.forking.fork_origin(session, starter.environ)
             if plugin is not None:  # a file's child, forked by a fork server: see Origin
                 try:
@@ -426,6 +428,15 @@ class FileModeController:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         self.collection.write_not_found(terminalreporter)
+        ended: list[str] = self.config.stash.get(SERVERS_ENDED, [])
+        for nodeid in dict.fromkeys(ended):
+            terminalreporter.write_line(
+                f"isolation: the fork server of {nodeid}'s process ended while the file ran "
+                "(a test of it, or of the file just before, or a process one started, ended "
+                "its parent process); the process carried on, and a new server served the "
+                "files after it",
+                yellow=True,
+            )
         status = self.status
         write_raised_status(terminalreporter, status.status, status.where, status.why)
 

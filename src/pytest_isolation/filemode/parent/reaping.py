@@ -5,12 +5,15 @@ until they have ended."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.core.keys import SERVERS_ENDED
+from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child.session_end import AT_UNCONFIGURE
 from pytest_isolation.filemode.child.session_end import KILLED_AFTER
 from pytest_isolation.filemode.parent.ending import alive
@@ -26,6 +29,8 @@ class Exited(NamedTuple):
     nodeid: str
     #: How much of its stderr has been shown.
     seen: int
+    #: A fork server's child's messages, where it says its exit code.
+    told: wire.Receiver | None = None
 
 
 class Finishing:
@@ -38,8 +43,8 @@ class Finishing:
         self.grace = grace
         self.exited: list[Exited] = []
 
-    def add(self, child: Child, nodeid: str, seen: int) -> None:
-        self.exited.append(Exited(child, nodeid, seen))
+    def add(self, child: Child, nodeid: str, seen: int, told: wire.Receiver | None = None) -> None:
+        self.exited.append(Exited(child, nodeid, seen, told))
 
     def reap(self, wait: bool) -> tuple[int, str, str] | None:
         """Reap those that have ended (all, with ``wait``): show what they
@@ -52,6 +57,12 @@ class Finishing:
                 running.append(exited)
                 continue
             code = self._ended(child, exited.nodeid)
+            if exited.told is not None:
+                if child.unknown:  # its fork server has gone: the child says
+                    code, gone = _told_exit(exited.told)
+                    if gone:
+                        self.config.stash.setdefault(SERVERS_ENDED, []).append(exited.nodeid)
+                child.stream.close()
             pass_through(child, exited.seen)
             child.stderr.close()
             if code < 0:  # killed after its last test
@@ -85,6 +96,18 @@ class Finishing:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(line, red=True)
+
+
+def _told_exit(receiver: wire.Receiver) -> tuple[int, bool]:
+    """The exit code a fork server's child sent last, when it has ended
+    (its stream closed; killed by an unknown signal if it sent none), and
+    whether it saw its server end after its file's last report."""
+    code, gone = -int(signal.SIGKILL), False
+    for kind, payload in receiver.messages():
+        if kind == wire.EXITING:
+            code = int(payload["code"])
+        gone = gone or kind == wire.SERVER_ENDED
+    return code, gone
 
 
 def pass_through(child: Child, start: int, end: int = -1) -> int:

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import REPEAT_ATTR
+from pytest_isolation.core.keys import SERVERS_ENDED
 from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
@@ -157,6 +158,7 @@ class FileRelay:
             wire.EXECUTED: self._executed,
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
+            wire.SERVER_ENDED: self._server_ended,
             wire.DONE: self._done,
         }
 
@@ -294,6 +296,9 @@ class FileRelay:
             leak = Leak(**fields)
             if not guard.record(leak):
                 self.repeated_leaks.add(leak.message())
+
+    def _server_ended(self, nodeid: str) -> None:
+        self.config.stash.setdefault(SERVERS_ENDED, []).append(str(self.file.nodeid))
 
     def _write(self, text: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -87,9 +87,12 @@ class Relayer:
             crash.interrupt_at(end.where)
         if end.finished:  # its plugins' unconfigure runs while the next file does
             seen = pass_through(child, 0, end.stderr)
-            child.stream.close()
+            # A fork server's child says its exit code too, for when the server is gone.
+            told = receiver if child.waiter is not None else None
+            if told is None:
+                child.stream.close()
             relay.process_ended(0)
-            self.finishing.add(child, str(relay.file.nodeid), seen)
+            self.finishing.add(child, str(relay.file.nodeid), seen, told)
             return None
         returncode = child.wait()
         relay.process_ended(returncode)

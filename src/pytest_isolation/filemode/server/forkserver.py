@@ -162,10 +162,10 @@ class ForkServer:
         pid = int.from_bytes(data, "big")
         return Warm(pid, control, os.fdopen(stream, "rb"), os.fdopen(stderr, "w+b"), self.wait)
 
-    def wait(self, pid: int) -> int:
-        """The exit code of one of the server's children (negative: a signal).
-        A server that has gone took its children with it (each ends with its
-        parent): they were killed."""
+    def wait(self, pid: int) -> int | None:
+        """The exit code of one of the server's children (negative: a signal);
+        None when the server has gone (its children carry on without it:
+        :func:`..lifetime.outlive_server`)."""
         try:
             self.channel.sendall(_WAIT + pid.to_bytes(8, "big"))
             reply = recv_exactly(self.channel, 8)
@@ -173,7 +173,7 @@ class ForkServer:
             reply = b""
         if len(reply) < 8:
             self.alive = False
-            return -signal.SIGKILL
+            return None
         return int.from_bytes(reply, "big", signed=True)
 
     def ended(self) -> bool:
