@@ -291,16 +291,18 @@ def collection_hooks(session: pytest.Session, files: Sequence[Path]) -> dict[Pat
     the hook runs before the module's imports, and what it sets up (an
     environment variable a module reads at import) would come after a
     preloaded import."""
+    hooked = [
+        (Path(str(plugin.__file__)).parent, Path(str(plugin.__file__)), name)
+        for plugin in session.config.pluginmanager.get_plugins()
+        if _is_conftest(plugin)
+        for name in _BEFORE_IMPORT
+        if callable(getattr(plugin, name, None))
+    ]
     found: dict[Path, str] = {}
     for path in files:
-        proxy = session.gethookproxy(path)
-        for name in _BEFORE_IMPORT:
-            conftests = [
-                impl for impl in getattr(proxy, name).get_hookimpls() if _is_conftest(impl.plugin)
-            ]
-            if conftests:
-                where = getattr(conftests[0].plugin, "__file__", "a conftest")
-                found[path] = f"{where} implements {name}, which runs before the file's imports"
+        for folder, conftest, name in hooked:
+            if folder in path.parents:
+                found[path] = f"{conftest} implements {name}, which runs before the file's imports"
                 break
     return found
 
