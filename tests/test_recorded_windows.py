@@ -77,13 +77,11 @@ def pytest_terminal_summary(terminalreporter):
 #: A cleanup a conftest adds: the run's cleanups come after every unconfigure.
 CLEANUP = """\
 def pytest_configure(config):
-    config.add_cleanup(close)
-
-
-def close():
+    # Imported here: pytest before 8.1 takes the ``pythonpath`` entries off
+    # sys.path before the cleanups run.
     from pkg import closing
 
-    closing.close()
+    config.add_cleanup(closing.close)
 """
 #: A session fixture, shared: set up once, before the first file.
 SESSION_FIXTURE = """\
