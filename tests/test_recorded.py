@@ -18,9 +18,9 @@ import pytest
 
 from conftest import FILE_MODE
 from conftest import TIMEOUT
-from pytest_isolation.ci.recording import Record
-from pytest_isolation.ci.sourcefacts import SourceFacts
-from pytest_isolation.ci.sourcefacts import facts_of
+from pytest_isolation.record.recording import Record
+from pytest_isolation.record.sourcefacts import SourceFacts
+from pytest_isolation.record.sourcefacts import facts_of
 
 FUNCTIONS = sys.version_info >= (3, 12)
 by_functions = pytest.mark.skipif(not FUNCTIONS, reason="functions are recorded on 3.12+")
@@ -478,7 +478,7 @@ def test_record_from_a_file_that_is_no_report_is_an_error(project: pytest.Pytest
 def test_the_recorder_sees_each_function_once_and_gives_its_tool_id_back(
     tmp_path: Path,
 ) -> None:
-    from pytest_isolation.core.executed import Recorder
+    from pytest_isolation.record.executed import Recorder
 
     module = tmp_path / "m.py"
     module.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
@@ -509,7 +509,7 @@ def test_the_recorder_sees_each_function_once_and_gives_its_tool_id_back(
 def test_what_runs_while_left_out_is_forgotten_and_seen_again(tmp_path: Path) -> None:
     """The parent's recorder leaves out what a test item it runs itself
     executes: a function first seen there is seen again at its next start."""
-    from pytest_isolation.core.executed import Recorder
+    from pytest_isolation.record.executed import Recorder
 
     module = tmp_path / "m_left.py"
     module.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
@@ -539,7 +539,7 @@ import sys
 
 sys.path.insert(0, ROOT)
 import m
-from pytest_isolation.core.executed import Recorder
+from pytest_isolation.record.executed import Recorder
 
 monitoring = sys.monitoring
 parent = Recorder(ROOT)

@@ -18,8 +18,10 @@ from pytest_isolation.core import names
 from pytest_isolation.core import options
 from pytest_isolation.core import placement
 from pytest_isolation.core import startup
+from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.keys import LAST_WORDS
 from pytest_isolation.core.keys import PARENT_PHASE
+from pytest_isolation.core.keys import QUARANTINE_KEY
 from pytest_isolation.core.names import CHILD_ENV
 from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
@@ -227,7 +229,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     startup.record(early_config)
     forks.watch()
     if sys.version_info >= (3, 12) and CHILD_ENV not in os.environ:
-        from pytest_isolation.core.executed import Recorder
+        from pytest_isolation.record.executed import Recorder
 
         recorder = Recorder(str(early_config.rootpath))
         recorder.start()
@@ -237,7 +239,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def _stop_parent_phase(config: pytest.Config) -> None:
     recorder = config.stash.get(PARENT_PHASE, None)
     if recorder is not None:
-        from pytest_isolation.core.executed import unwatch
+        from pytest_isolation.record.executed import unwatch
 
         del config.stash[PARENT_PHASE]
         recorder.take()
@@ -283,7 +285,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     # The parts are imported when switched on: a spawned file-mode child loads this module too.
     if settings.leaks != "off" or settings.twice:
-        from pytest_isolation.guard.watch import GUARD_KEY
         from pytest_isolation.guard.watch import LeakGuard
 
         # Off, but --isolation-twice asks what each first run left: found, never put back.
@@ -368,8 +369,8 @@ def _register_run_records(config: pytest.Config, settings: Settings) -> None:
     report = RunReport(config, settings.mode)
     config.pluginmanager.register(report, names.RUN_REPORT)
     if settings.recording:
-        from pytest_isolation.ci.recording import PlainRecording
-        from pytest_isolation.ci.recording import RecordKeeper
+        from pytest_isolation.record.recording import PlainRecording
+        from pytest_isolation.record.recording import RecordKeeper
 
         keeper = RecordKeeper(config, report)
         config.pluginmanager.register(keeper, names.RECORD_KEEPER)
@@ -403,7 +404,7 @@ def _register_quarantine(config: pytest.Config) -> None:
     found = quarantine.from_config(config)
     if found is not None:
         plugin = quarantine.Quarantine(config, *found)
-        config.stash[quarantine.QUARANTINE_KEY] = plugin
+        config.stash[QUARANTINE_KEY] = plugin
         config.pluginmanager.register(plugin, names.QUARANTINE)
 
 

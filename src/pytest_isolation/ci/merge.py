@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation.ci.recording import Record
-from pytest_isolation.ci.runreport import SCHEMA
-from pytest_isolation.ci.runreport import SCHEMA_VERSION
 from pytest_isolation.core import outputs
+from pytest_isolation.core.outputs import SCHEMA
+from pytest_isolation.core.outputs import SCHEMA_VERSION
 from pytest_isolation.core.words import counted
+from pytest_isolation.record.recording import Record
 
 
 class MergeError(Exception):

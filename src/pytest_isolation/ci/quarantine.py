@@ -135,7 +135,7 @@ def from_config(config: pytest.Config) -> tuple[Path, list[Entry]] | None:
 
 
 class Quarantine:
-    """Registered as ``isolation-quarantine``, and kept under :data:`QUARANTINE_KEY`,
+    """Registered as ``isolation-quarantine``, and kept under ``core.keys.QUARANTINE_KEY``,
     in the parent and in file-mode children."""
 
     def __init__(self, config: pytest.Config, path: Path, entries: list[Entry]) -> None:
@@ -285,6 +285,3 @@ def _first_line(report: pytest.TestReport) -> str:
         return str(message).splitlines()[0]
     text = str(report.longrepr or "").strip().splitlines()  # file mode's crash message
     return text[0] if text else ""
-
-
-QUARANTINE_KEY = pytest.StashKey[Quarantine]()

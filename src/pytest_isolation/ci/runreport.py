@@ -22,21 +22,20 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation.ci.quarantine import QUARANTINE_KEY
 from pytest_isolation.ci.sharding import SHARDING_KEY
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
+from pytest_isolation.core.keys import QUARANTINE_KEY
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.outputs import SCHEMA
+from pytest_isolation.core.outputs import SCHEMA_VERSION
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.words import counted
 from pytest_isolation.core.xdist import is_worker
 
-#: The run report's format: bump on any change that could break a reader.
-SCHEMA = "pytest-isolation-run-report"
-SCHEMA_VERSION = 1
 #: Test counts every file and the totals carry, even when zero.
 TEST_COUNTS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "quarantined")
 

@@ -1,8 +1,9 @@
 """Stash entries that more than one part reads, typed.
 
-A part that offers an object to others keeps its own typed key beside its
-class (pytest's ``junitxml.xml_key`` is the model); the entries here hold
-plain values that parts below and beside each other exchange.
+The entries here hold what parts above, below and beside each other
+exchange: plain values, and the objects one part offers to others, typed by
+what the others may call (a part's object that only its own modules read
+keeps its key beside its class, as pytest's ``junitxml.xml_key``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
+from typing import Protocol
 
 import pytest
 
 from pytest_isolation.core.records import Leak
+
+
+class LeakLog(Protocol):
+    """What file mode asks of the leak guard (``guard.watch.LeakGuard``)."""
+
+    def record(self, leak: Leak) -> bool:
+        """Keep a leak a child found for the summary; False when it is a repeat."""
+
+
+class Quarantining(Protocol):
+    """What file mode and the run report ask of the quarantine
+    (``ci.quarantine.Quarantine``)."""
+
+    def apply(self, report: pytest.TestReport) -> None:
+        """Mark ``report`` quarantined when its test is listed."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The quarantine's part of the run report."""
+
+
+#: The leak guard, when it runs (``isolation-guard``).
+GUARD_KEY = pytest.StashKey[LeakLog]()
+#: The quarantine, when a file of known failures is given (``isolation-quarantine``).
+QUARANTINE_KEY = pytest.StashKey[Quarantining]()
 
 #: Set in a file-mode child: the process contains what the file's import and
 #: its tests leave changed, so the guard watches only each test.
@@ -49,10 +75,10 @@ FIRST_RUN_LEFT = pytest.StashKey[list[Leak]]()
 PARENT_ONLY = (COLLECT_IN_CHILD,)
 
 #: This run's record of what each test file executed, as JSON, for the run
-#: report (``pytest_isolation.ci.recording``).
+#: report (``pytest_isolation.record.recording``).
 RECORDED = pytest.StashKey[dict[str, Any]]()
 #: Python 3.12+: the recorder of what the parent runs from the loading of its
-#: first conftests until its first child starts (``core.executed.Recorder``).
+#: first conftests until its first child starts (``record.executed.Recorder``).
 PARENT_PHASE = pytest.StashKey[Any]()
 #: What the entry plugin calls as the run's very last cleanup, after every
 #: conftest's and plugin's (registered before their ``pytest_configure``):

@@ -22,6 +22,11 @@ from pathlib import Path
 
 import pytest
 
+#: The run report's format (``ci.runreport`` writes it; the record and the merge
+#: tool check it): bump the version on any change that could break a reader.
+SCHEMA = "pytest-isolation-run-report"
+SCHEMA_VERSION = 1
+
 
 def checked(path: Path, source: str) -> Path:
     """The file ``path`` names (a symlink's target), or a usage error naming

@@ -83,7 +83,7 @@ class FileAttempts:
     processes: list[ProcessEnd] = dataclasses.field(default_factory=list)
     tests: dict[str, TestAttempts] = dataclasses.field(default_factory=dict)
     #: What a process that ran all of the file's tests executed
-    #: (:meth:`pytest_isolation.core.executed.Recorder.take`), for the record.
+    #: (:meth:`pytest_isolation.record.executed.Recorder.take`), for the record.
     executed: dict[str, Any] | None = None
 
     @property

@@ -73,16 +73,13 @@ from pytest_isolation.guard.windows import safe_unchanged
 #: Patchers are stopped first: that puts back everything they changed.
 PATCHERS = ("mock", "fakefs")
 IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
-#: The run's guard, for the parts that hand it leaks found elsewhere.
-GUARD_KEY = pytest.StashKey["LeakGuard"]()
-
 
 #: Bound at import: a test may replace ``os.getpid`` (this suite's own tests do).
 _getpid = os.getpid
 
 
 class LeakGuard:
-    """Registered as ``isolation-guard``, and kept under :data:`GUARD_KEY`,
+    """Registered as ``isolation-guard``, and kept under ``core.keys.GUARD_KEY``,
     unless ``--isolation-leaks=off``.
 
     Its steps are parts with one job each: the snapshots (what is watched),

@@ -1,7 +1,7 @@
 """The ``recorded`` scope: the test files whose recorded run executed what changed.
 
 For a changed source file and each test file's entry in the record
-(:mod:`pytest_isolation.ci.recording`):
+(:mod:`pytest_isolation.record.recording`):
 
 - the test file changed itself: selected;
 - no entry (new, renamed, or its tests never all ran in a recorded run):
@@ -27,13 +27,13 @@ import dataclasses
 import os
 from pathlib import Path
 
-from pytest_isolation.ci.recording import EVERY
-from pytest_isolation.ci.recording import Entry
-from pytest_isolation.ci.recording import Record
-from pytest_isolation.ci.recording import bits_of
-from pytest_isolation.ci.sourcefacts import SourceFacts
-from pytest_isolation.ci.sourcefacts import digest
-from pytest_isolation.ci.sourcefacts import read_facts
+from pytest_isolation.record.recording import EVERY
+from pytest_isolation.record.recording import Entry
+from pytest_isolation.record.recording import Record
+from pytest_isolation.record.recording import bits_of
+from pytest_isolation.record.sourcefacts import SourceFacts
+from pytest_isolation.record.sourcefacts import digest
+from pytest_isolation.record.sourcefacts import read_facts
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.scopes import Found
 

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation.ci import recording
-from pytest_isolation.ci.recording import Record
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
@@ -27,6 +25,8 @@ from pytest_isolation.filemode.parent.nodes import ChildCollectionError
 from pytest_isolation.filemode.parent.nodes import ChildTest
 from pytest_isolation.filemode.parent.nodes import IsolatedFile
 from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
+from pytest_isolation.record import recording
+from pytest_isolation.record.recording import Record
 from pytest_isolation.selector import decision as decide
 from pytest_isolation.selector import inputs
 from pytest_isolation.selector.decision import Caps

@@ -32,7 +32,6 @@ from pytest_isolation.core import frozen
 from pytest_isolation.core import keys
 from pytest_isolation.core import names
 from pytest_isolation.core import placement
-from pytest_isolation.core.executed import Recorder
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
@@ -82,6 +81,7 @@ from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.filemode.wire import receive
 from pytest_isolation.filemode.wire import sendable_properties
+from pytest_isolation.record.executed import Recorder
 
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2

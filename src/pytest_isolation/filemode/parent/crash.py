@@ -7,7 +7,7 @@ from typing import NoReturn
 
 import pytest
 
-from pytest_isolation.ci.quarantine import QUARANTINE_KEY
+from pytest_isolation.core.keys import QUARANTINE_KEY
 from pytest_isolation.core.longrepr import LeadingText
 from pytest_isolation.filemode.parent.stacks import split_dump
 

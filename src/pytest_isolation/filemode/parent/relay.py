@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import REPEAT_ATTR
 from pytest_isolation.core.keys import SERVERS_ENDED
@@ -32,7 +33,6 @@ from pytest_isolation.filemode.parent import crash
 from pytest_isolation.filemode.parent import progress
 from pytest_isolation.filemode.parent.nodes import ChildTest
 from pytest_isolation.filemode.parent.retry import Attempts
-from pytest_isolation.guard.watch import GUARD_KEY
 
 Location = crash.Location
 

@@ -32,28 +32,28 @@ from collections.abc import Generator
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from typing import Protocol
 
 import pytest
 
-from pytest_isolation.ci.parentrun import ParentRun
-from pytest_isolation.ci.runreport import SCHEMA
-from pytest_isolation.ci.runreport import RunReport
-from pytest_isolation.ci.sourcefacts import SourceFacts
-from pytest_isolation.ci.sourcefacts import digest
-from pytest_isolation.ci.sourcefacts import read_facts
 from pytest_isolation.core import outputs
-from pytest_isolation.core.executed import MODULES
-from pytest_isolation.core.executed import Recorder
-from pytest_isolation.core.executed import how as recording_how
-from pytest_isolation.core.executed import watch
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import LAST_WORDS
 from pytest_isolation.core.keys import PARENT_PHASE
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.nodeid import file_of
+from pytest_isolation.core.outputs import SCHEMA
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.words import counted
 from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.record.executed import MODULES
+from pytest_isolation.record.executed import Recorder
+from pytest_isolation.record.executed import how as recording_how
+from pytest_isolation.record.executed import watch
+from pytest_isolation.record.parentrun import ParentRun
+from pytest_isolation.record.sourcefacts import SourceFacts
+from pytest_isolation.record.sourcefacts import digest
+from pytest_isolation.record.sourcefacts import read_facts
 
 #: Where pytest's cache keeps the record.
 CACHE_KEY = "isolation/recorded"
@@ -396,6 +396,13 @@ def _stat(record: Record, key: str, path: str, version: str) -> None:
     record.stats[key] = [status.st_size, status.st_mtime_ns, version]
 
 
+class ReportHolder(Protocol):
+    """The run report (``ci.runreport.RunReport``), which holds this run's
+    record too: told when the record grows after the report was written."""
+
+    def record_changed(self) -> None: ...
+
+
 class RecordKeeper:
     """Collects what each test file executed and writes the record at the
     end of the run (in the parent; an xdist worker's go to the controller).
@@ -405,7 +412,7 @@ class RecordKeeper:
     again after the run's last cleanup when the parent ran more since.
     """
 
-    def __init__(self, config: pytest.Config, report: RunReport | None = None) -> None:
+    def __init__(self, config: pytest.Config, report: ReportHolder | None = None) -> None:
         self.config = config
         #: The run report, which holds this run's record too.
         self.report = report

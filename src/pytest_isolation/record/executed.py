@@ -4,7 +4,7 @@ On Python 3.12+ a ``sys.monitoring`` tool (PEP 669) sees each code object
 start once: its callback keeps the code object and disables the event at
 that place, so the code runs at full speed from its second call on.  What
 is kept is, per project file, the first line of each code object that ran;
-the parent maps lines to functions (:mod:`pytest_isolation.ci.sourcefacts`).
+the parent maps lines to functions (:mod:`pytest_isolation.record.sourcefacts`).
 
 The event is set on the project's code objects only
 (``set_local_events``): a global event makes CPython rewrite every code

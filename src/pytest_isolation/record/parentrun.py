@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from pytest_isolation.core.executed import Recorder
+from pytest_isolation.record.executed import Recorder
 
 
 class ParentRun:
