@@ -35,9 +35,9 @@ the rootdir: the record then holds only files under ``tests/`` and sits in
 ``cost`` -- wall time of the file-mode run (the same arguments, no report) with recording
 on (the default, ``auto``) and ``--isolation-record=off``, interleaved (on, off, on, off,
 ...), ``--runs`` of each, in one copy of the tree per project.  ``--python 3.11`` uses the
-Python 3.11 venvs of ``/work/realsuites`` (sys.monitoring absent: only modules are
-recorded), with ``PYTHONPATH`` pointing at this repository's ``src`` so that the plugin
-under test is this one whatever those venvs have installed.
+Python 3.11 venvs of ``real_suites.py``'s default work directory (sys.monitoring absent:
+only modules are recorded), with ``PYTHONPATH`` pointing at this repository's ``src`` so that
+the plugin under test is this one whatever those venvs have installed.
 
 ``synthetic`` -- a generated project (30 packages of 20 modules, each module importing up
 to two others, every package ``__init__`` re-exporting its modules; 1,000 test files, each
@@ -49,12 +49,20 @@ command's wall time.
 Run (after ``recorded_truth.py``, with the venvs of ``real_suites.py``; the plugin must be
 installed editable from this repository in them, which the script checks)::
 
-    python benchmarks/bench_recorded.py --part accuracy --json /tmp/acc312.json
+    python benchmarks/bench_recorded.py --part accuracy --json acc312.json
     python benchmarks/bench_recorded.py --part cost --projects attrs --projects rich --runs 5
     python benchmarks/bench_recorded.py --part cost --python 3.11 --projects attrs \
         --projects rich --runs 5
     python benchmarks/bench_recorded.py --part synthetic --runs 11 \
-        --synthetic-python /work/venv312/bin/python
+        --synthetic-python VENV312/bin/python
+
+The venvs of ``--python 3.12`` are those of ``recorded_truth.py``'s default ``--work``
+(``pytest-isolation-realsuites312``), of ``--python 3.11`` those of ``real_suites.py``'s
+(``pytest-isolation-realsuites``), each under ``$PYTEST_ISOLATION_BENCH_WORK``, else under the
+system temp directory; this script's own ``--work`` defaults to ``pytest-isolation-benchrec``
+there.  ``--synthetic-python`` is an interpreter with pytest and this plugin installed
+(``VENV312``: a Python 3.12 venv, which records what each test file executes; default: the
+interpreter running this script).
 
 Standard library only (it imports ``real_suites`` and ``recorded_truth`` beside it).
 """
@@ -79,13 +87,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # work directories
 import real_suites  # the harness: projects, venvs, trees, environment
 import recorded_truth  # functions_of: a function's span by qualified name
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 TRUTH = Path(__file__).resolve().parent / "recorded_truth.json"
-WORKS = {"3.12": Path("/work/realsuites312"), "3.11": Path("/work/realsuites")}
-DEFAULT_WORK = Path("/work/benchrec")
+#: Where ``real_suites.py`` built the venvs of each Python (``--python``).
+WORKS = {"3.12": recorded_truth.DEFAULT_WORK, "3.11": real_suites.DEFAULT_WORK}
+DEFAULT_WORK = _machine.work_dir("benchrec")
 HEADER = re.compile(
     r"^isolation: scope=(?P<scope>\S+) sources=\d+ test_files=(?P<n>\d+)/(?P<cap>\d+)"
     r"(?: via (?P<via>[^(]*?))?(?: \((?P<paren>.*)\))?$"
@@ -683,8 +693,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--python", choices=tuple(WORKS), default="3.12")
     parser.add_argument("--projects", action="append")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK)
-    parser.add_argument("--synthetic-python", type=Path, default=Path("/work/venv312/bin/python"))
+    parser.add_argument(
+        "--work", type=Path, default=DEFAULT_WORK, help=_machine.work_help(DEFAULT_WORK)
+    )
+    parser.add_argument(
+        "--synthetic-python",
+        type=Path,
+        default=Path(sys.executable),
+        help="an interpreter with pytest and this plugin (default: the one running this script)",
+    )
     parser.add_argument("--json", type=Path)
     options = parser.parse_args(argv)
     options.work.mkdir(parents=True, exist_ok=True)

@@ -25,10 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _machine  # work directories (a sibling module, found through the line above)
 import real_suites  # a sibling script, found through the line above
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_WORK = Path("/work/lintsuites")
+DEFAULT_WORK = _machine.work_dir("lintsuites")
 DEFAULT_PYTHON = REPO_DIR / ".venv" / "bin" / "python"
 #: ``path:line: CODE message``, as ``python -m pytest_isolation.lint`` prints a finding.
 FINDING = re.compile(r"^(?P<path>.+?):(?P<line>\d+): (?P<code>ISO\d{3}) (?P<text>.*)$")
@@ -100,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     names = [project.name for project in real_suites.PROJECTS]
     parser.add_argument("--projects", action="append", choices=names, metavar="NAME")
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    parser.add_argument(
+        "--work", type=Path, default=DEFAULT_WORK, help=_machine.work_help(DEFAULT_WORK)
+    )
     parser.add_argument("--python", default=str(DEFAULT_PYTHON))
     parser.add_argument("--out", type=Path, default=None, help="write the table here")
     parser.add_argument("--json", type=Path, default=None, help="write every finding here")

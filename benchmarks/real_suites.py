@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import datetime
 import filecmp
-import glob
 import json
 import os
 import platform
@@ -51,9 +50,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import _machine  # beside this script: work directories and interpreters
+
 REPO_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_WORK = Path("/work/realsuites")
-PYTHON_GLOB = "/root/.pyenv/versions/3.11*/bin/python3.11"
+DEFAULT_WORK = _machine.work_dir("realsuites")
+#: The venvs' Python without ``--python``: found on PATH, else under pyenv (``_machine``).
+PYTHON_VERSION = "3.11"
 PYTEST_REQ = "pytest>=9,<10"
 
 MODES: dict[str, tuple[str, ...]] = {
@@ -426,8 +428,10 @@ def pristine_tree(work: Path, project: Project) -> Path:
 
 
 def default_python() -> str:
-    found = sorted(glob.glob(PYTHON_GLOB))
-    return found[-1] if found else sys.executable
+    try:
+        return _machine.find_python(PYTHON_VERSION)
+    except _machine.PythonNotFound as exc:
+        raise SystemExit(f"real_suites.py: {exc}; pass --python EXE") from None
 
 
 # --------------------------------------------------------------------------- set-up
@@ -1107,9 +1111,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--projects", action="append", choices=names, metavar="NAME")
     parser.add_argument("--modes", action="append", choices=list(MODES), metavar="MODE")
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=DEFAULT_WORK,
+        help=_machine.work_help(DEFAULT_WORK),
+    )
     parser.add_argument("--plugin", type=Path, default=REPO_DIR)
-    parser.add_argument("--python", default=None, help=f"default: {PYTHON_GLOB}")
+    parser.add_argument(
+        "--python",
+        default=None,
+        help=f"default: python{PYTHON_VERSION} on PATH, else under $PYENV_ROOT/versions",
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--out", type=Path, default=None)

@@ -2,11 +2,14 @@
 ``recorded`` scope selects (benchmarks/results-recorded.md, stop 44).
 
 Run from a recorded attrs tree (``bench_recorded.py --part accuracy`` leaves one in
-``/work/benchrec/accuracy/3.12/attrs``) with that tree's Python:
+``BENCHREC/accuracy/3.12/attrs``) with that tree's Python:
 
-    cd /work/benchrec/accuracy/3.12/attrs
-    /work/realsuites312/venvs/attrs-26.1.0/bin/python \\
-        /work/main/benchmarks/recorded_per_function.py
+    cd BENCHREC/accuracy/3.12/attrs
+    WORK312/venvs/attrs-26.1.0/bin/python REPO/benchmarks/recorded_per_function.py
+
+where ``BENCHREC`` is ``bench_recorded.py``'s ``--work``, ``WORK312`` the work directory of
+the Python 3.12 venvs of ``real_suites.py`` (see ``bench_recorded.py``) and ``REPO`` this
+repository.
 
 Each change is ``_ = 0`` as the first statement of the function's body (after its
 docstring), reverted after the selection.  A function that importing attrs runs selects

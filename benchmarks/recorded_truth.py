@@ -39,14 +39,17 @@ imported before the recorder started).
 The venvs, trees and suite arguments are those of ``benchmarks/real_suites.py`` (imported
 from it): build them first with Python 3.12, e.g.::
 
-    python benchmarks/real_suites.py --python /root/.pyenv/versions/3.12.1/bin/python3.12 \
-        --work /work/realsuites312 --projects attrs --projects rich --projects structlog \
-        --modes plain --runs 1 --plugin .
+    python benchmarks/real_suites.py --python PYTHON312 --work WORK312 \
+        --projects attrs --projects rich --projects structlog --modes plain --runs 1 --plugin .
 
 then::
 
-    python benchmarks/recorded_truth.py --work /work/realsuites312 \
-        --out benchmarks/recorded_truth.json [--functions-out /tmp/functions.json]
+    python benchmarks/recorded_truth.py --work WORK312 \
+        --out benchmarks/recorded_truth.json [--functions-out functions.json]
+
+where ``PYTHON312`` is a Python 3.12 interpreter and ``WORK312`` defaults, here and in
+``bench_recorded.py --python 3.12``, to ``pytest-isolation-realsuites312`` under
+``$PYTEST_ISOLATION_BENCH_WORK``, else under the system temp directory.
 
 Each project's pristine tree is copied to ``WORK/truth/<project>/tree-N`` (one copy per job)
 and the suite runs there; the test files are those that pytest would collect from the
@@ -78,8 +81,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # work directories
 import real_suites  # the harness: projects, venvs, trees, environment
 
+#: Where ``real_suites.py --python PYTHON312 --work WORK312`` built the Python 3.12 venvs.
+DEFAULT_WORK = _machine.work_dir("realsuites312")
 BROKEN_BODY = 'raise RuntimeError("broken by truth")'
 TOOL_ID = 3
 # pytest's default norecursedirs, and folders that never hold tests.
@@ -584,7 +590,9 @@ def newly_failing(before: FileRun, after: FileRun) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--work", type=Path, default=Path("/work/realsuites312"))
+    parser.add_argument(
+        "--work", type=Path, default=DEFAULT_WORK, help=_machine.work_help(DEFAULT_WORK)
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("recorded_truth.json"))
     parser.add_argument("--functions-out", type=Path, help="per test file, functions executed")
     parser.add_argument("--jobs", type=int, default=2, help="test files run at a time")

@@ -22,9 +22,12 @@ whether the guard **broke** anything (a test passing plain that fails with the g
 deep tier: the polluter in the pair, the victim alone, the polluter alone), the file-mode
 outcome and whether the finder named the polluter. The Markdown report goes to ``--out``.
 
-Project trees come from a local mirror of the repository (``--mirror``, laid out as
-``MIRROR/OWNER+NAME/repo``, a bare or a normal git directory, as the ``fetch`` tool of the
-corpus builders leaves it), or else from ``git clone`` of ``https://github.com/OWNER/NAME``.
+Project trees come from a local mirror of the repository (``--mirror``, default
+``$PYTEST_ISOLATION_BENCH_MIRROR``, else ``pytest-isolation-mirror`` in the work base of
+``benchmarks/_machine.py``; laid out as ``MIRROR/OWNER+NAME/repo``, a bare or a normal git
+directory, as the ``fetch`` tool of the corpus builders leaves it), or else from ``git clone``
+of ``https://github.com/OWNER/NAME``.  ``--work`` defaults to ``pytest-isolation-pollution``
+under ``$PYTEST_ISOLATION_BENCH_WORK``, else under the system temp directory.
 
 Usage::
 
@@ -43,7 +46,6 @@ import argparse
 import concurrent.futures
 import contextlib
 import datetime
-import glob
 import hashlib
 import json
 import os
@@ -54,18 +56,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _machine  # benchmarks/_machine.py, found through the line above
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CASES = HERE / "cases.json"
 DEFAULT_OUT = REPO / "benchmarks" / "results-pollution.md"
-DEFAULT_WORK = Path(tempfile.gettempdir()) / "pytest-isolation-pollution"
-DEFAULT_MIRROR = Path("/work/.mirror")
+DEFAULT_WORK = _machine.work_dir("pollution")
+MIRROR_ENV = "PYTEST_ISOLATION_BENCH_MIRROR"
+DEFAULT_MIRROR = Path(os.environ.get(MIRROR_ENV) or _machine.work_dir("mirror"))
 
 OUTCOMES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 SUMMARY_HEAD = re.compile(r"^=+ isolation: .* leaked state =+$")
@@ -111,16 +116,13 @@ def run_cmd(
 
 
 def find_python(version: str) -> str:
-    """An interpreter for ``version`` (``3.11``): on PATH, under pyenv, or this one."""
+    """An interpreter for ``version`` (``3.11``): this one, or on PATH, or under pyenv."""
     if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
         return sys.executable
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
-    pyenv = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
-    for candidate in sorted(glob.glob(f"{pyenv}/versions/{version}*/bin/python{version}")):
-        return candidate
-    raise CaseError(f"no Python {version} found (PATH, {pyenv}/versions)")
+    try:
+        return _machine.find_python(version)
+    except _machine.PythonNotFound as exc:
+        raise CaseError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- trees
@@ -661,11 +663,21 @@ def class_row(label: str, rs: list[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="*", metavar="ID", help="only these case ids")
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="trees, venvs and logs")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=DEFAULT_WORK,
+        help="trees, venvs and logs; " + _machine.work_help(DEFAULT_WORK),
+    )
     parser.add_argument(
         "--plugin", type=Path, default=REPO, help="the plugin to install (editable)"
     )
-    parser.add_argument("--mirror", type=Path, default=DEFAULT_MIRROR, help="git mirrors")
+    parser.add_argument(
+        "--mirror",
+        type=Path,
+        default=DEFAULT_MIRROR,
+        help=f"git mirrors (default: ${MIRROR_ENV}, else {_machine.work_dir('mirror')})",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the Markdown report")
     parser.add_argument("--json", type=Path, help="also write the records as JSON")
     parser.add_argument("--rebuild", action="store_true", help="rebuild trees and venvs")
