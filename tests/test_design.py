@@ -25,8 +25,10 @@ SHARED = {
     "processes.py",
     "lifetime.py",
     "junit.py",
-    "plugins.py",
+    "compat.py",
     "forks.py",
+    "placement.py",
+    "shared.py",
 }
 MOST_ATTRIBUTES = 12
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_isolation.core import placement
-from pytest_isolation.core.placement import Placement
+from pytest_isolation.filemode import placement
+from pytest_isolation.filemode.placement import Placement
 
 
 def test_ini_values_spell_the_three_placements() -> None:

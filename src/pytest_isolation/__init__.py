@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from pytest_isolation.core import startup as _startup  # noqa: F401  (first: sys.path before any conftest)
 from pytest_isolation.core.names import VERSION
-from pytest_isolation.core.shared import shared_fixture
 from pytest_isolation.core.warnings import IsolationLintWarning
 from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.core.warnings import LeakedStateWarning
+from pytest_isolation.filemode.shared import shared_fixture
 
 if TYPE_CHECKING:  # the real imports are lazy, see __getattr__ below
     from pytest_isolation.fixtures import IsolatedTmp as IsolatedTmp

@@ -16,7 +16,6 @@ from pytest_isolation.ci.split import STRATEGIES
 from pytest_isolation.core import hookspecs
 from pytest_isolation.core import names
 from pytest_isolation.core import options
-from pytest_isolation.core import placement
 from pytest_isolation.core import startup
 from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.keys import LAST_WORDS
@@ -28,11 +27,12 @@ from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.settings import CHOICES
 from pytest_isolation.core.settings import MODE_ENV
 from pytest_isolation.core.settings import Settings
-from pytest_isolation.core.settings import run_mode
 from pytest_isolation.core.xdist import ControllerInput
 from pytest_isolation.core.xdist import WorkerOutput
 from pytest_isolation.core.xdist import is_controller
 from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.filemode import placement
+from pytest_isolation.filemode.placement import run_mode
 from pytest_isolation.guard.allow import MARKER_HELP
 
 #: The isolation fixtures come with the plugin (a conftest can load them alone), and
@@ -264,7 +264,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
     if run_mode(config)[0] == "file":
-        from pytest_isolation.filemode.plugins import before_configure
+        from pytest_isolation.filemode.compat import before_configure
 
         before_configure(config)
 
@@ -272,7 +272,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter
 def pytest_configure(config: pytest.Config) -> None:
     child = os.environ.pop(CHILD_ENV, None)
-    settings = Settings.from_config(config)
+    settings = Settings.from_config(config, run_mode(config))
     ignored = []
     for dest, what in _FILE_MODE_ONLY.items():
         if config.getoption(dest) is None or settings.mode == "file":
@@ -324,7 +324,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an xdist controller: its workers collect and run the files
     if settings.mode == "file" and not lists_fixtures:
         from pytest_isolation.filemode.parent.controller import FileModeController
-        from pytest_isolation.filemode.plugins import check_compatible
+        from pytest_isolation.filemode.compat import check_compatible
 
         check_compatible(config)
         config.pluginmanager.register(FileModeController(config, settings), names.CONTROLLER)
@@ -393,7 +393,7 @@ def _register_xdist(config: pytest.Config, file_mode: bool) -> bool:
     config.pluginmanager.register(ControllerInput(config), names.XDIST_OUTPUT)
     if file_mode:
         from pytest_isolation.filemode.parent.xdist import ControllerFileMode
-        from pytest_isolation.filemode.plugins import check_compatible
+        from pytest_isolation.filemode.compat import check_compatible
 
         check_compatible(config)
         config.pluginmanager.register(ControllerFileMode(config), names.XDIST_CONTROLLER)

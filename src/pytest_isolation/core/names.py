@@ -51,7 +51,7 @@ CHILD_CONFIGURE_IMPORTS = (
     "pdb",
     "pytest_isolation.diagnose.patches",
     "pytest_isolation.filemode.child.plugin",
-    "pytest_isolation.filemode.plugins",
+    "pytest_isolation.filemode.compat",
     "pytest_isolation.guard.watch",
 )
 

@@ -10,7 +10,6 @@ import threading
 import pytest
 
 from pytest_isolation.core import options
-from pytest_isolation.core import placement
 
 MODES = ("off", "file")
 LEAK_POLICIES = ("warn", "error", "quiet", "off")
@@ -35,27 +34,6 @@ CHOICES = {
 
 #: Sets the run's mode (``file`` or ``off``) between the command line and the ini key.
 MODE_ENV = "PYTEST_ISOLATION_MODE"
-
-
-def run_mode(config: pytest.Config) -> tuple[str, str]:
-    """The run's mode and where it was set: ``--isolation-mode``, else
-    ``PYTEST_ISOLATION_MODE``, else the ini key ``isolation_mode``; with the
-    ini key's ``off``, ``file`` when ``isolation_paths`` or a conftest loaded
-    at start-up puts files in processes of their own (the other files then
-    run together, as in a plain run)."""
-    if config.getoption("isolation_mode") is None and os.environ.get(MODE_ENV, "").strip():
-        value = os.environ[MODE_ENV].strip()
-        if value not in MODES:
-            allowed = ", ".join(repr(mode) for mode in MODES)
-            raise pytest.UsageError(f"{MODE_ENV}: invalid value {value!r}; choose from {allowed}")
-        return value, MODE_ENV
-    value = options.choice(config, "isolation_mode", MODES)
-    if config.getoption("isolation_mode") is not None:
-        return value, "--isolation-mode"
-    opting = placement.opting_in(config) if value == "off" else None
-    if opting is not None:
-        return "file", opting.source
-    return value, "isolation_mode (ini)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,13 +85,15 @@ class Settings:
         return self.record == "on" or automatic
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> Settings:
+    def from_config(cls, config: pytest.Config, run_mode: tuple[str, str]) -> Settings:
+        """The settings of this run; ``run_mode``: the run's mode and where it
+        was set (``filemode.placement.run_mode``)."""
         deep = config.getoption("isolation_leaks_deep") or options.boolean(
             config, "isolation_leaks_deep"
         )
         timeout = options.seconds(config, "isolation_timeout")
         grace = options.seconds(config, "isolation_kill_grace", maximum=options.MAX_KILL_GRACE)
-        mode, mode_from = run_mode(config)
+        mode, mode_from = run_mode
         choices = {key: value for key, value in CHOICES.items() if key != "isolation_mode"}
         return cls(
             mode=mode,

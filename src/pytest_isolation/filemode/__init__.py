@@ -5,6 +5,8 @@ controller and what it uses), :mod:`.server` (the fork servers) and
 :mod:`.child` (a file's child).  Beside them, what every side shares:
 :mod:`.wire` (the protocol), :mod:`.processes` (how a forked process starts,
 and the handles on a child), :mod:`.lifetime` (ending with the parent),
-:mod:`.junit` (junit XML data from the child to the parent) and
-:mod:`.plugins` (other plugins' compatibility, read before configure).
+:mod:`.junit` (junit XML data from the child to the parent),
+:mod:`.compat` (other plugins' compatibility, read before configure),
+:mod:`.forks` (what a forked child must renew), :mod:`.placement` (where
+each file runs) and :mod:`.shared` (which session fixtures are shared).
 """

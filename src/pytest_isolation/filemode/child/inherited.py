@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation.core.shared import SHARED_CLOSURES
-from pytest_isolation.core.shared import SHARED_DEFINITIONS
+from pytest_isolation.filemode.shared import SHARED_CLOSURES
+from pytest_isolation.filemode.shared import SHARED_DEFINITIONS
 
 
 def django_models() -> set[Any]:

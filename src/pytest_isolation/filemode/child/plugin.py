@@ -31,7 +31,6 @@ import pytest
 from pytest_isolation.core import frozen
 from pytest_isolation.core import keys
 from pytest_isolation.core import names
-from pytest_isolation.core import placement
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
@@ -39,12 +38,11 @@ from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
-from pytest_isolation.core.shared import SHARED_VALUES
-from pytest_isolation.core.shared import flush_files
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import lifetime
+from pytest_isolation.filemode import placement
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child import inherited
 from pytest_isolation.filemode.child import session_end
@@ -54,6 +52,8 @@ from pytest_isolation.filemode.child.loops import call_suite_impls
 from pytest_isolation.filemode.child.loops import run_suite_loops
 from pytest_isolation.filemode.child.loops import suite_impls
 from pytest_isolation.filemode.child.loops import suite_loops
+from pytest_isolation.filemode.shared import SHARED_VALUES
+from pytest_isolation.filemode.shared import flush_files
 from pytest_isolation.filemode.wire import COLLECTED
 from pytest_isolation.filemode.wire import COLLECTREPORT
 from pytest_isolation.filemode.wire import DESELECTED

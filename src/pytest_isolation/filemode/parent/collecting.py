@@ -12,10 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_isolation.core.placement import ALONE
-from pytest_isolation.core.placement import TOGETHER
-from pytest_isolation.core.placement import Placement
-from pytest_isolation.core.placement import Placements
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.filemode.parent import conftests
 from pytest_isolation.filemode.parent import lastfailed
@@ -31,6 +27,10 @@ from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
 from pytest_isolation.filemode.parent.nodes import gather_shared
 from pytest_isolation.filemode.parent.nodes import placements_line
 from pytest_isolation.filemode.parent.nodes import process_of
+from pytest_isolation.filemode.placement import ALONE
+from pytest_isolation.filemode.placement import TOGETHER
+from pytest_isolation.filemode.placement import Placement
+from pytest_isolation.filemode.placement import Placements
 
 # Options of pytest's own selection whose work moves into the children, by dest.
 _CHILD_SELECTION_OPTIONS = {"keyword": "", "markexpr": "", "deselect": None}

@@ -3,8 +3,8 @@
 The controller is pytest's side of it: its hooks hand each stage of a run
 to the object that does it.  :class:`.collecting.Collection` collects one
 placeholder per file; :class:`.starting.Starter` starts each file's child;
-:class:`.relaying.Relayer` replays what the child sends and hands it on to be
-reaped; :class:`.sharing.SharedFixtures` sets the shared fixtures up and
+:class:`.relay.Relayer` replays what the child sends and hands it on to be
+reaped; :class:`.shared.SharedFixtures` sets the shared fixtures up and
 tears them down.  The controller itself keeps only which child runs which
 file next.
 """
@@ -25,11 +25,10 @@ import pytest
 
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import SERVERS_ENDED
-from pytest_isolation.core.placement import Placement
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.filemode import lifetime
-from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode import compat
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child.depth import headroom
@@ -51,14 +50,15 @@ from pytest_isolation.filemode.parent.nodes import ChildTest
 from pytest_isolation.filemode.parent.nodes import IsolatedFile
 from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
 from pytest_isolation.filemode.parent.nodes import process_of
+from pytest_isolation.filemode.parent.relay import Death
 from pytest_isolation.filemode.parent.relay import FileRelay
-from pytest_isolation.filemode.parent.relaying import Death
-from pytest_isolation.filemode.parent.relaying import Relayer
-from pytest_isolation.filemode.parent.relaying import end_child
-from pytest_isolation.filemode.parent.sharing import SharedFixtures
+from pytest_isolation.filemode.parent.relay import Relayer
+from pytest_isolation.filemode.parent.relay import end_child
+from pytest_isolation.filemode.parent.shared import SharedFixtures
 from pytest_isolation.filemode.parent.starting import SESSION
 from pytest_isolation.filemode.parent.starting import Starter
 from pytest_isolation.filemode.parent.starting import shared_basetemp
+from pytest_isolation.filemode.placement import Placement
 from pytest_isolation.filemode.processes import Child
 
 __all__ = ["FileModeController"]
@@ -82,7 +82,7 @@ class FileModeController:
         #: Children started for a file before pytest's loop reached it, by item index.
         self.started: dict[int, Child] = {}
         #: The shared process that runs the next files, after one of them ran.
-        self.shared: Shared | None = None
+        self.shared: SharedChild | None = None
         #: The exit status a plugin raised at the end of a child's session, and the file's.
         self.status = RaisedStatus()
         #: The SIGTERM/SIGHUP handlers to put back when the session finishes.
@@ -139,7 +139,7 @@ class FileModeController:
         starter = self.starter
         return [
             f"isolation: file mode, {how} (start method {starter.method}: {starter.reason})",
-            *plugins.notices(self.config),
+            *compat.notices(self.config),
         ]
 
     def collect_in_child(self, file: pytest.File) -> list[ChildTest]:
@@ -280,7 +280,7 @@ class FileModeController:
                 child = None
                 continue
             if relay.end.done:
-                self.shared = Shared(child, members[1:])
+                self.shared = SharedChild(child, members[1:])
             resumes = death is not None and relay.crashed(death.how, death.tail)
             if resumes and not self._stopping():  # -x/--maxfail count the crash too
                 relay.next_child()  # the rest of this attempt, in a new child
@@ -468,7 +468,7 @@ def _placement(item: pytest.Item) -> Placement | None:
     return None if parent is None else parent.stash.get(PLACEMENT, None)
 
 
-class Shared(NamedTuple):
+class SharedChild(NamedTuple):
     """A child that has run a file of its shared process and runs the next ones."""
 
     child: Child

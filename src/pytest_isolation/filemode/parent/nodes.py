@@ -11,9 +11,9 @@ import pytest
 
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
-from pytest_isolation.core.placement import Placement
 from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
+from pytest_isolation.filemode.placement import Placement
 
 #: On an :class:`IsolatedFile`: where it runs, or why its placement is wrong.
 PLACEMENT = pytest.StashKey[Placement]()

@@ -1,4 +1,7 @@
-"""Replaying one file's child messages into the parent's hooks.
+"""The life of a started child, as the parent follows it: its messages
+replayed into the parent's hooks (:class:`FileRelay`) until it finishes,
+times out or dies (:class:`Relayer`), then its end while the run goes on
+(:class:`.ending.Finishing`).
 
 The parent's terminal reporter, junitxml, cacheprovider (``--lf``), the
 ``-x`` logic and every other plugin see the same hook calls as in an ordinary
@@ -11,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+from typing import NamedTuple
 
 import pytest
 
@@ -25,14 +30,21 @@ from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
+from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.parent import crash
 from pytest_isolation.filemode.parent import progress
+from pytest_isolation.filemode.parent.ending import Finishing
+from pytest_isolation.filemode.parent.ending import end_at_once
+from pytest_isolation.filemode.parent.ending import end_tree
+from pytest_isolation.filemode.parent.ending import pass_through
 from pytest_isolation.filemode.parent.nodes import ChildTest
 from pytest_isolation.filemode.parent.retry import Attempts
+from pytest_isolation.filemode.processes import Child
+from pytest_isolation.filemode.processes import describe_exit
 
 Location = crash.Location
 
@@ -55,7 +67,7 @@ def warning_category(module: str, qualname: str) -> type[Warning]:
 
 
 @dataclasses.dataclass
-class Collection:
+class ChildCollection:
     """What the first good collection of the file found."""
 
     #: Node ids (after deselection); None until known.
@@ -128,7 +140,7 @@ class FileRelay:
         self.ihook = file.ihook
         self.on_notfound = on_notfound
         self.attempts = Attempts(str(file.nodeid), retries, scope, collect_only)
-        self.collection = Collection()
+        self.collection = ChildCollection()
         self.end = ChildEnd()
         #: The running test.
         self.inflight: InFlight | None = None
@@ -396,3 +408,91 @@ class FileRelay:
             self.ihook.pytest_collectreport(report=report)
         if died and not self.collect_only:  # no child counted the file's tests
             progress.forget(self.file)
+
+
+#: How long an interrupted run reads what its ended child had sent.
+_DRAIN_SECONDS = 1.0
+
+
+class Death(NamedTuple):
+    """How a child died (``was killed by signal 9 (SIGKILL)``), and its stderr's end."""
+
+    how: str
+    tail: str
+
+
+class Relayer:
+    """Replays each child's messages, and hands a finished child on to the
+    reaping of :class:`.ending.Finishing`."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.timeout = settings.timeout
+        self.kill_grace = settings.kill_grace
+        #: The message stream of each running shared child, by pid (it is read file by file).
+        self.receivers: dict[int, wire.Receiver] = {}
+        #: Children that finished and still run their unconfigure, until reaped.
+        self.finishing = Finishing(config, settings.timeout, settings.kill_grace)
+
+    def relay(self, child: Child, relay: FileRelay) -> Death | None:
+        """Replay the child's messages until it finishes or dies.
+
+        Returns None when it finished, else how it died and its stderr tail.
+        Any error or Ctrl-C in the parent ends the child first.
+        """
+        timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        receiver = self.receivers.pop(child.pid, None) or wire.Receiver(child.stream)
+        try:
+            for kind, payload in receiver.messages(deadline):
+                relay.handle(kind, payload)
+                if relay.end.finished or relay.end.done:
+                    break
+        except wire.TimedOut:
+            end_tree(child, self.kill_grace)
+            tail = child.stderr_tail()
+            relay.process_ended(child.wait(), timed_out=True)
+            child.close()
+            return Death(f"timed out after {timeout:g} s", tail)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: report what the child finished
+            end_at_once(child, keep_stream=True)
+            try:
+                for kind, payload in receiver.drain(_DRAIN_SECONDS):
+                    relay.handle(kind, payload)
+            finally:
+                child.close()
+            raise
+        except BaseException:
+            end_at_once(child)
+            raise
+        end = relay.end
+        if end.done:  # the child goes on with the next file of its shared process
+            self.receivers[child.pid] = receiver
+            relay.process_ended(0)
+            return None
+        if end.interrupted:
+            end_child(child)
+            relay.conclude()
+            if end.exit_reason is not None:
+                pytest.exit(end.exit_reason, end.exit_code)
+            crash.interrupt_at(end.where)
+        if end.finished:  # its plugins' unconfigure runs while the next file does
+            seen = pass_through(child, 0, end.stderr)
+            # A fork server's child says its exit code too, for when the server is gone.
+            told = receiver if child.waiter is not None else None
+            if told is None:
+                child.stream.close()
+            relay.process_ended(0)
+            self.finishing.add(child, str(relay.file.nodeid), seen, told)
+            return None
+        returncode = child.wait()
+        relay.process_ended(returncode)
+        death = Death(describe_exit(returncode), child.stderr_tail())
+        child.close()
+        return death
+
+
+def end_child(child: Child) -> None:
+    """End a child that is not needed (any more) and wait for it."""
+    child.kill()
+    child.wait()
+    child.close()

@@ -1,24 +1,19 @@
 """Session fixtures set up once for all children (``fork``): in the parent,
 before the fork server the children come from, and torn down once, by the
-parent, after the last file.
+parent, after the last file (:class:`SharedFixtures` says when, and which
+fixtures a selecting run needs; the functions below say how).
 
 The fixtures are set up through a stand-in test under each directory's first
 file, so that each directory sees its own definition of a name, as its tests
-would.  What the set-up leaves that a fork does not carry (a thread, an open
-socket, a value that is a thread, a socket, an executor, an event loop or a
-process) is refused before any child starts; database connections of
-pytest-django are closed here and never used by a child, which opens its own.
+would.  What the set-up leaves that a fork does not carry is refused before
+any child starts (:mod:`.forkable`); pytest-django's databases and
+connections are handled in :mod:`.django`.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
-import os
-import socket
-import stat
-import subprocess
 import sys
 import threading
 import time
@@ -30,19 +25,26 @@ from typing import Any
 
 import pytest
 
-from pytest_isolation.core import pysource
-from pytest_isolation.core import shared as names
 from pytest_isolation.core.nodeid import name_of
+from pytest_isolation.core.settings import Settings
+from pytest_isolation.filemode import shared as declared
+from pytest_isolation.filemode import wire
+from pytest_isolation.filemode.parent import django
+from pytest_isolation.filemode.parent import forkable
+from pytest_isolation.filemode.parent.relay import end_child
+from pytest_isolation.filemode.parent.starting import SESSION
+from pytest_isolation.filemode.parent.starting import Starter
+from pytest_isolation.filemode.parent.starting import write_line
 
 if sys.version_info >= (3, 11):
     _Group = BaseExceptionGroup  # noqa: F821 - a builtin since 3.11
 else:  # pytest's own dependency before 3.11
     from exceptiongroup import BaseExceptionGroup as _Group
-from pytest_isolation.core.shared import SHARED_CLOSURES
-from pytest_isolation.core.shared import SHARED_DEFINITIONS
-from pytest_isolation.core.shared import SHARED_VALUES
-from pytest_isolation.core.shared import flush_files
 from pytest_isolation.filemode.child.plugin import global_capture
+from pytest_isolation.filemode.shared import SHARED_CLOSURES
+from pytest_isolation.filemode.shared import SHARED_DEFINITIONS
+from pytest_isolation.filemode.shared import SHARED_VALUES
+from pytest_isolation.filemode.shared import flush_files
 
 #: How a fixture's set-up can fail; pytest keeps the failure as its value.
 _SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)
@@ -58,7 +60,7 @@ STAND_IN = "<shared fixtures>"
 
 
 @dataclasses.dataclass
-class Shared:
+class SharedSetUp:
     """The shared fixtures of a run: their values, and the parent's teardown of them."""
 
     values: dict[str, object]
@@ -91,11 +93,11 @@ def share(
     files: Sequence[pytest.Collector],
     method: str,
     used: set[str] | None = None,
-) -> tuple[list[str], Shared | None]:
+) -> tuple[list[str], SharedSetUp | None]:
     """The shared fixtures of the run set up in this process (``fork``), and
     the header's lines; a refusal ends the run (exit code 4).  ``used``: the
     ones the selected tests use, when known: only those are set up."""
-    wanted = names.names(session.config)
+    wanted = declared.names(session.config)
     if not wanted:
         return [], None
     if method != "fork":
@@ -108,11 +110,11 @@ def share(
     try:
         shared = set_up(session, files, wanted, used)
         try:
-            refuse_test_models(session.config, [file.path for file in files], wanted)
-        except Refused:
+            django.refuse_test_models(session.config, [file.path for file in files], wanted)
+        except forkable.Refused:
             shared.tear_down()
             raise
-    except Refused as refusal:
+    except forkable.Refused as refusal:
         pytest.exit(
             f"isolation: {refusal}; leave it out of isolation_shared_fixtures (or the "
             "shared_fixture decorator), or start it in each child: in a function-scoped "
@@ -137,7 +139,7 @@ def share(
     return [*lines, line, caveat], shared
 
 
-def tear_down(shared: Shared, item: pytest.Item, last_test: str) -> None:
+def tear_down(shared: SharedSetUp, item: pytest.Item, last_test: str) -> None:
     """Tear the shared fixtures down once, after the last file; a failure is
     an error at the teardown of ``last_test``, the run's last, as in a plain
     run (``item`` is its file's placeholder)."""
@@ -152,35 +154,31 @@ def tear_down(shared: Shared, item: pytest.Item, last_test: str) -> None:
     item.ihook.pytest_runtest_logreport(report=report)
 
 
-class Refused(Exception):
-    """A shared fixture's set-up left something a forked child cannot inherit."""
-
-
 def set_up(
     session: pytest.Session,
     files: Sequence[pytest.Collector],
     wanted: list[str],
     used: set[str] | None = None,
-) -> Shared:
+) -> SharedSetUp:
     """Set up ``wanted`` as ``files``' tests would see them, before any child.
 
-    Raises :class:`Refused` (after tearing down what was set up) when the set-up
+    Raises :class:`.forkable.Refused` (after tearing down what was set up) when the set-up
     started a thread, left a socket open or gave a value a fork cannot carry,
     and ``pytest.UsageError`` for a name no file sees or a fixture that is not
     session-scoped.
     """
-    threads, sockets = set(threading.enumerate()), _sockets()
-    shared = Shared({}, [])
+    threads, sockets = set(threading.enumerate()), forkable.sockets()
+    shared = SharedSetUp({}, [])
     try:
         with captured(session.config):
             seen = _set_up_each(_setup_state(session), files, wanted, shared, used)
         missing = [name for name in wanted if name not in seen]
         if missing:
             raise pytest.UsageError(
-                f"{names.INI}: no test file sees a fixture named {', '.join(map(repr, missing))}"
+                f"{declared.INI}: no test file sees a fixture named {', '.join(map(repr, missing))}"
             )
-        close_database_connections()
-        _check(shared.values, threads, sockets, session.config)
+        django.close_database_connections()
+        forkable.check(shared.values, threads, sockets, session.config)
     except BaseException:
         shared.tear_down()
         raise
@@ -216,7 +214,7 @@ def _set_up_each(
     state: Any,
     files: Sequence[pytest.Collector],
     wanted: list[str],
-    shared: Shared,
+    shared: SharedSetUp,
     used: set[str] | None,
 ) -> set[str]:
     """Set up ``wanted`` (the ``used`` ones, when known) through a stand-in
@@ -227,7 +225,7 @@ def _set_up_each(
         stand_in = _stand_in(file, wanted)
         pushed = _push(state, stand_in)
         try:
-            with _as_the_tests_would(stand_in), _warnings_of(stand_in):
+            with django.as_the_tests_would(stand_in), _warnings_of(stand_in):
                 _set_up_names(stand_in, wanted, shared, seen, used)
         finally:
             shared.finalizers += _pop(state, pushed)
@@ -237,7 +235,7 @@ def _set_up_each(
 def _set_up_names(
     stand_in: pytest.Function,
     wanted: list[str],
-    shared: Shared,
+    shared: SharedSetUp,
     seen: set[str],
     used: set[str] | None,
 ) -> None:
@@ -296,91 +294,6 @@ def _warnings_of(stand_in: pytest.Function) -> contextlib.AbstractContextManager
         stand_in.config, stand_in.ihook, "runtest", stand_in
     )
     return manager
-
-
-@contextlib.contextmanager
-def _as_the_tests_would(stand_in: pytest.Function) -> Iterator[None]:
-    """pytest-django creates the test databases that the run's tests use,
-    which it reads from ``session.items``: in the parent, placeholders that
-    use none.  While the shared fixtures are set up, a stand-in that uses
-    every database, with serialized rollback, takes their place."""
-    session = stand_in.session
-    if not session.config.pluginmanager.has_plugin("django"):
-        yield
-        return
-    items = session.items
-    stand_in.add_marker(pytest.mark.django_db(databases="__all__", serialized_rollback=True))
-    session.items = [stand_in]
-    try:
-        yield
-    finally:
-        session.items = items
-
-
-def django_models_in(path: Path) -> str | None:
-    """``path:line (Name)`` of the first Django model a test file defines at
-    its top level (``class Name(models.Model)``, ``class Name(Model)``)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if b"Model" not in data:
-        return None
-    tree = pysource.parse(data, str(path))
-    if tree is None:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and any(map(_is_model_base, node.bases)):
-            return f"{path}:{node.lineno} ({node.name})"
-    return None
-
-
-def _is_model_base(base: ast.expr) -> bool:
-    if isinstance(base, ast.Attribute):
-        return (
-            base.attr == "Model" and isinstance(base.value, ast.Name) and base.value.id == "models"
-        )
-    return isinstance(base, ast.Name) and base.id == "Model"
-
-
-def refuse_test_models(config: pytest.Config, paths: Sequence[Path], wanted: list[str]) -> None:
-    """pytest-django creates the test database's tables for the models known
-    when ``django_db_setup`` runs; in a plain run every test file has been
-    imported by then, here none has: a test file that defines a model would
-    find no table for it.  A child makes the table in its own copy of an
-    in-memory SQLite database (:func:`.inherited.make_tables`); a database
-    the children share is refused."""
-    if "django_db_setup" not in wanted or not config.pluginmanager.has_plugin("django"):
-        return
-    if _in_memory_only():
-        return
-    loaded = {
-        os.path.realpath(file)
-        for module in list(sys.modules.values())
-        if isinstance(file := getattr(module, "__file__", None), str)
-    }
-    for path in paths:
-        if os.path.realpath(path) in loaded:  # an app's models, which Django has loaded
-            continue
-        found = django_models_in(path)
-        if found is not None:
-            raise Refused(
-                f"{found} defines a Django model, and the shared django_db_setup creates the "
-                "test database, which every child shares, before any test file is imported, "
-                "so it would have no table for it; move the model into an app's models.py, "
-                "use an in-memory SQLite test database, or leave django_db_setup out"
-            )
-
-
-def _in_memory_only() -> bool:
-    """Whether every test database is an in-memory SQLite one (each child's own copy)."""
-    database = sys.modules.get("django.db")
-    if database is None:
-        return False
-    connections = database.connections
-    return all(
-        getattr(connections[alias], "is_in_memory_db", lambda: False)() for alias in connections
-    )
 
 
 def _definitions(finalizers: list[Callable[[], object]]) -> list[object]:
@@ -464,107 +377,93 @@ def _definition(stand_in: pytest.Function, name: str) -> str | None:
     definition = _last_definition(stand_in, name)
     if definition is None:
         return None
-    if name not in stand_in.config.getini(names.INI) and not names.decorated(definition.func):
+    if name not in stand_in.config.getini(declared.INI) and not declared.decorated(definition.func):
         return None  # shared by the decorator elsewhere: another fixture of the same name
     where = f"{definition.baseid or '.'}: {name}"
     if definition.scope != "session":
         raise pytest.UsageError(
-            f"{names.INI}: {name!r} is {definition.scope}-scoped ({where}); only a "
+            f"{declared.INI}: {name!r} is {definition.scope}-scoped ({where}); only a "
             "session-scoped fixture can be set up once for every file's process"
         )
     if definition.params is not None:
         raise pytest.UsageError(
-            f"{names.INI}: {name!r} is parametrized ({where}); pytest sets it up once per "
+            f"{declared.INI}: {name!r} is parametrized ({where}); pytest sets it up once per "
             "parameter, which one set-up for every file's process cannot be"
         )
     return where
 
 
-def _sockets() -> set[int]:
-    """This process's open sockets (Linux: ``/proc/self/fd``)."""
-    try:
-        fds = [int(entry) for entry in os.listdir("/proc/self/fd")]
-    except OSError:
-        return set()
-    found = set()
-    for fd in fds:
+Selectors = Callable[[Path], "tuple[tuple[str, ...], ...] | None"]
+
+
+class SharedFixtures:
+    """The shared fixtures set up in this process, until their teardown."""
+
+    def __init__(
+        self, config: pytest.Config, settings: Settings, starter: Starter, selectors: Selectors
+    ) -> None:
+        self.config = config
+        self.timeout = settings.timeout
+        self.starter = starter
+        self.selectors = selectors
+        self.held: SharedSetUp | None = None
+        #: The node id of the last test run, whose teardown reports theirs.
+        self.last_test = ""
+
+    def set_up(self, files: list[pytest.Collector]) -> None:
+        """Set up the shared fixtures here, before the fork server (fork
+        only); only the ones the selected tests use, when known."""
+        session = self.config.stash[SESSION]
+        used = self._in_use(files)
+        lines, self.held = share(session, files, self.starter.method, used)
+        for line in lines:
+            write_line(self.config, line)
+
+    def tear_down(self, item: pytest.Item) -> None:
+        """Tear down the shared fixtures once, after the last file (or where
+        the run stopped)."""
+        held, self.held = self.held, None
+        if held is not None:
+            tear_down(held, item, self.last_test)
+
+    def _in_use(self, files: list[pytest.Collector]) -> set[str] | None:
+        """Which shared fixtures the selected tests that run (not those a
+        ``skip`` or ``skipif`` mark skips, ``-k``, ``-m``, paths, node ids,
+        ``--lf`` select) use: a throwaway child collects the files, as a
+        plain run would before any set-up.  None when that child could not
+        tell (said)."""
+        wanted = declared.names(self.config)
+        if not wanted or self.starter.method != "fork":
+            return None
+        first, rest = files[0], files[1:]
+        assert isinstance(first, pytest.File)
+        spec = wire.ChildSpec(
+            path=str(first.path),
+            selectors=self.selectors(first.path),
+            more=tuple((str(file.path), self.selectors(file.path)) for file in rest),
+            collect_only=True,
+            uses=tuple(wanted),
+            named=tuple(str(f.path) for f in files if f.session.isinitpath(f.path)),
+        )
+        child = self.starter.forking.fork_now(first).activate(spec, -1)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        used: set[str] | None = None
+        told = False
         try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                found.add(fd)
-        except OSError:
-            continue
-    return found
-
-
-#: Values a forked child cannot use as its own: the type and why.
-_UNSAFE: tuple[tuple[type, str], ...] = (
-    (threading.Thread, "a thread does not survive a fork"),
-    (socket.socket, "a forked child would talk on the same connection"),
-    (subprocess.Popen, "only the process that started a process can wait for it"),
-)
-
-
-def _unsafe_types() -> tuple[tuple[type, str], ...]:
-    """:data:`_UNSAFE` and those of modules already imported (never imported here)."""
-    found = list(_UNSAFE)
-    futures = sys.modules.get("concurrent.futures")
-    if futures is not None:
-        found.append((futures.Executor, "its workers do not survive a fork"))
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None:
-        found.append((asyncio.AbstractEventLoop, "an event loop does not survive a fork"))
-    pool = sys.modules.get("multiprocessing.pool")
-    if pool is not None:
-        found.append((pool.Pool, "its workers do not survive a fork"))
-    return tuple(found)
-
-
-def unsafe_part(value: object) -> str | None:
-    """What in ``value`` (itself, or one level of a container) a fork cannot carry."""
-    parts: list[object] = [value]
-    if isinstance(value, (list, tuple, set, frozenset)):
-        parts.extend(list(value)[:100])
-    elif isinstance(value, dict):
-        parts.extend(list(value.values())[:100])
-    for part in parts:
-        for kind, why in _unsafe_types():
-            if isinstance(part, kind):
-                return f"a {type(part).__qualname__} ({why})"
-    return None
-
-
-def _check(
-    values: dict[str, object],
-    threads: set[threading.Thread],
-    sockets: set[int],
-    config: pytest.Config,
-) -> None:
-    fixtures = ", ".join(map(repr, values))
-    started = [t.name for t in threading.enumerate() if t not in threads and t.is_alive()]
-    if started:
-        raise Refused(
-            f"the set-up of the shared fixtures {fixtures} started the thread "
-            f"{', '.join(started)}, which a forked child would not have"
-        )
-    for name, value in values.items():
-        part = unsafe_part(value)
-        if part is not None:
-            raise Refused(f"the shared fixture {name!r} gives {part}")
-    opened = sorted(_sockets() - sockets)
-    renews = config.pluginmanager.hook.pytest_isolation_child_started.get_hookimpls()
-    if opened and not renews:
-        raise Refused(
-            f"the set-up of the shared fixtures {fixtures} left {len(opened)} socket(s) open, "
-            "which every forked child would share; close them, or renew them in each child in "
-            "a pytest_isolation_child_started hook (which says the project takes care of it)"
-        )
-
-
-def close_database_connections() -> None:
-    """pytest-django (any Django project): close the parent's database
-    connections before the first child is forked, so each child opens its
-    own to the test database.  Django keeps an in-memory SQLite database
-    open (its close is a no-op there): each child gets a copy of it."""
-    database = sys.modules.get("django.db")
-    if database is not None:
-        database.connections.close_all()
+            for kind, payload in wire.Receiver(child.stream).messages(deadline):
+                if kind == wire.USES:
+                    names = payload["names"]
+                    used, told = None if names is None else set(names), True
+                if kind in (wire.USES, wire.FINISHED, wire.INTERRUPTED):
+                    break
+        except wire.TimedOut:
+            pass
+        finally:
+            end_child(child)
+        if not told:
+            write_line(
+                self.config,
+                "isolation: the collection that finds which shared fixtures the selected "
+                "tests use did not finish: every shared fixture is set up",
+            )
+        return used

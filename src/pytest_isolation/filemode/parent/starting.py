@@ -30,7 +30,7 @@ from pytest_isolation.core.settings import plugin_threads
 from pytest_isolation.core.settings import resolve_start
 from pytest_isolation.core.startup import STARTED
 from pytest_isolation.core.xdist import is_worker
-from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode import compat
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child.plugin import ChildPlugin
 from pytest_isolation.filemode.child.plugin import collect_forked
@@ -333,7 +333,7 @@ class SpawnedServer:
                     "",
                 ),
                 (
-                    plugins.modules(self.config),
+                    compat.modules(self.config),
                     None,
                     "the fork server preloads no plugin",
                     "an import",

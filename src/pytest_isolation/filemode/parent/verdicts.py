@@ -37,7 +37,7 @@ _FORMAT = 1
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class PreloadVerdict:
     """What an earlier run found for a list of preloads: the module it
     refused, and why."""
 
@@ -58,7 +58,7 @@ class Verdicts:
         self._entries: dict[str, dict[str, Any]] = entries if isinstance(entries, dict) else {}
         self._changed = False
 
-    def known(self, start: Sequence[str]) -> Verdict | None:
+    def known(self, start: Sequence[str]) -> PreloadVerdict | None:
         """The verdict for ``start`` if an earlier run found one that still holds."""
         entry = self._entries.get(_key(start))
         if not isinstance(entry, dict):
@@ -69,7 +69,7 @@ class Verdicts:
         ):
             self._forget(start)
             return None
-        return Verdict(str(entry.get("refused", "")), str(entry.get("why", "")))
+        return PreloadVerdict(str(entry.get("refused", "")), str(entry.get("why", "")))
 
     def remember(self, start: Sequence[str], loaded: preload.Loaded) -> None:
         """Keep the module a server refused for ``start``, and why."""

@@ -19,7 +19,7 @@ from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import lifetime
-from pytest_isolation.filemode import plugins
+from pytest_isolation.filemode import compat
 from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
@@ -76,7 +76,7 @@ class ControllerFileMode:
         return [
             "isolation: file mode under pytest-xdist: each worker runs each of its test files "
             "in a process of its own",
-            *plugins.notices(self.config),
+            *compat.notices(self.config),
         ]
 
     @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook

@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core import options
 from pytest_isolation.core import pysource
 from pytest_isolation.core.globs import Glob
+from pytest_isolation.core.settings import MODE_ENV
+from pytest_isolation.core.settings import MODES
 
 #: How a file runs, as the settings spell it.
 ALONE = "file"
@@ -377,3 +380,24 @@ class Placements:
                 found = self._of_directory(directory.parent)
             self._by_directory[directory] = found
         return self._by_directory[directory]
+
+
+def run_mode(config: pytest.Config) -> tuple[str, str]:
+    """The run's mode and where it was set: ``--isolation-mode``, else
+    ``PYTEST_ISOLATION_MODE``, else the ini key ``isolation_mode``; with the
+    ini key's ``off``, ``file`` when ``isolation_paths`` or a conftest loaded
+    at start-up puts files in processes of their own (the other files then
+    run together, as in a plain run)."""
+    if config.getoption("isolation_mode") is None and os.environ.get(MODE_ENV, "").strip():
+        value = os.environ[MODE_ENV].strip()
+        if value not in MODES:
+            allowed = ", ".join(repr(mode) for mode in MODES)
+            raise pytest.UsageError(f"{MODE_ENV}: invalid value {value!r}; choose from {allowed}")
+        return value, MODE_ENV
+    value = options.choice(config, "isolation_mode", MODES)
+    if config.getoption("isolation_mode") is not None:
+        return value, "--isolation-mode"
+    opting = opting_in(config) if value == "off" else None
+    if opting is not None:
+        return "file", opting.source
+    return value, "isolation_mode (ini)"
