@@ -21,6 +21,7 @@ import pytest_isolation.filemode
 FILEMODE = Path(pytest_isolation.filemode.__file__).parent
 SHARED = {
     "__init__.py",
+    "plugin.py",
     "wire.py",
     "processes.py",
     "lifetime.py",

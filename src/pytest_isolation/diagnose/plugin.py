@@ -1,7 +1,9 @@
-"""``--isolation-find-polluter=NODEID``: which earlier test makes this one
-fail, and what it leaked.
+"""The diagnoses' options: ``--isolation-find-polluter=NODEID`` (which
+earlier test makes this one fail, and what it leaked) and
+``--isolation-twice`` (:mod:`.twice`: every passing test run again at once).
 
-This module holds the options and the entry hook; the search is in
+This module holds the options, the finder's entry hook and the parts the
+entry plugin registers; the search is in
 :mod:`pytest_isolation.diagnose.finder` (imported only when asked for), each
 probe a fresh ``pytest`` subprocess recorded by
 :mod:`pytest_isolation.diagnose.probe`, the bisection in
@@ -16,8 +18,10 @@ import sys
 
 import pytest
 
+from pytest_isolation.core import names
 from pytest_isolation.core.options import GROUP
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_worker
 
 #: The search's settings, by dest (= ini key); the victim is this one run's: no key.
@@ -45,6 +49,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     for dest, setting in SETTINGS.items():
         setting.add(parser, dest)
+    parser.getgroup(*GROUP).addoption(
+        "--isolation-twice",
+        dest="isolation_twice",
+        action="store_true",
+        default=False,
+        help="Run every test that passes a second time right after the first, in the same "
+        "process, before the leak guard puts anything back; a test whose repeat fails is "
+        "reported as 'passes once, fails when repeated', with what its first run left changed.",
+    )
+
+
+def register_twice(config: pytest.Config, settings: Settings) -> None:
+    """``--isolation-twice``, in file-mode children and xdist workers too:
+    they run the tests."""
+    if settings.twice:
+        from pytest_isolation.diagnose.twice import Twice
+        from pytest_isolation.diagnose.twice import check_compatible
+
+        check_compatible(config)
+        config.pluginmanager.register(Twice(config), names.TWICE)
+
+
+def register_patch_reach(config: pytest.Config) -> None:
+    """What each patch a test starts reaches, for the leak report."""
+    from pytest_isolation.diagnose.patches import PatchReach
+
+    config.pluginmanager.register(PatchReach(config), names.PATCHES)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's main: the finder runs pytest itself

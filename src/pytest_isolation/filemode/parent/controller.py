@@ -27,8 +27,8 @@ from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import SERVERS_ENDED
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_worker
-from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import compat
+from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child.depth import headroom

@@ -18,8 +18,8 @@ import pytest
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.core.xdist import worker_interactor
-from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import compat
+from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
