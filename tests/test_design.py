@@ -1,12 +1,16 @@
-"""The design rules that a reader of file mode relies on (issue 32, item 5),
-checked on the source so that they cannot drift.
+"""The design rules that a reader relies on (issues 32 and 47), checked on
+the source so that they cannot drift.
 
 * File mode's code sits in the folder of the process it runs in:
   ``filemode/parent``, ``filemode/server``, ``filemode/child``, beside the
   few modules every side shares (``lint-imports`` checks the direction of
   their imports).
-* No class in file mode keeps more than 12 attributes unless a comment in
+* No class in the package keeps more than 12 attributes unless a comment in
   its body, starting ``# Attributes:``, says why.
+* No module in the package runs over 500 lines unless a comment near its
+  top, starting ``# Length:``, says why.
+* Each feature declares its options in a plugin module of its own; the
+  entry plugin declares none.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pytest
 
 import pytest_isolation.filemode
 
+PACKAGE = Path(pytest_isolation.__file__).parent
 FILEMODE = Path(pytest_isolation.filemode.__file__).parent
 SHARED = {
     "__init__.py",
@@ -32,6 +37,9 @@ SHARED = {
     "shared.py",
 }
 MOST_ATTRIBUTES = 12
+MOST_LINES = 500
+#: Where a module's reason for its length must start: within its first lines.
+LENGTH_REASON_WITHIN = 60
 
 
 def attributes(node: ast.ClassDef) -> set[str]:
@@ -50,7 +58,7 @@ def attributes(node: ast.ClassDef) -> set[str]:
 
 def classes() -> list[tuple[Path, ast.ClassDef, str]]:
     found = []
-    for path in sorted(FILEMODE.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.ClassDef):
@@ -76,7 +84,7 @@ def test_no_class_keeps_more_than_twelve_attributes_without_a_reason(
 ) -> None:
     names = attributes(node)
     if len(names) > MOST_ATTRIBUTES:
-        where = f"{path.relative_to(FILEMODE)}: {node.name}"
+        where = f"{path.relative_to(PACKAGE)}: {node.name}"
         assert "# Attributes:" in body, f"{where} keeps {len(names)}: {sorted(names)}"
 
 
@@ -87,6 +95,26 @@ def test_the_controller_hands_its_stages_to_objects_of_their_own() -> None:
     found = next(node for path, node, _ in classes() if node.name == FileModeController.__name__)
     assert {"collection", "starter", "relayer", "fixtures"} <= attributes(found)
     assert len(attributes(found)) <= MOST_ATTRIBUTES
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.py")), ids=lambda path: str(path.relative_to(PACKAGE))
+)
+def test_no_module_runs_over_five_hundred_lines_without_a_reason(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    if len(lines) > MOST_LINES:
+        top = lines[:LENGTH_REASON_WITHIN]
+        reason = any(line.startswith("# Length:") for line in top)
+        assert reason, f"{path.relative_to(PACKAGE)} runs to {len(lines)} lines"
+
+
+def test_the_entry_plugin_declares_no_option() -> None:
+    """Options live beside their feature (issue 47): the entry only lists the plugins."""
+    import pytest_isolation.plugin as entry
+
+    source = Path(entry.__file__).read_text()
+    assert ".addoption(" not in source and ".addini(" not in source
+    assert all(name.endswith((".plugin", ".fixtures")) for name in entry.pytest_plugins)
 
 
 def test_a_class_over_the_limit_is_found() -> None:

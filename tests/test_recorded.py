@@ -18,9 +18,9 @@ import pytest
 
 from conftest import FILE_MODE
 from conftest import TIMEOUT
-from pytest_isolation.record.recording import Record
 from pytest_isolation.record.sourcefacts import SourceFacts
 from pytest_isolation.record.sourcefacts import facts_of
+from pytest_isolation.record.store import Record
 
 FUNCTIONS = sys.version_info >= (3, 12)
 by_functions = pytest.mark.skipif(not FUNCTIONS, reason="functions are recorded on 3.12+")

@@ -23,7 +23,7 @@ from pytest_isolation.core import outputs
 from pytest_isolation.core.outputs import SCHEMA
 from pytest_isolation.core.outputs import SCHEMA_VERSION
 from pytest_isolation.core.words import counted
-from pytest_isolation.record.recording import Record
+from pytest_isolation.record.store import Record
 
 
 class MergeError(Exception):

@@ -27,13 +27,13 @@ import dataclasses
 import os
 from pathlib import Path
 
-from pytest_isolation.record.recording import EVERY
-from pytest_isolation.record.recording import Entry
-from pytest_isolation.record.recording import Record
-from pytest_isolation.record.recording import bits_of
 from pytest_isolation.record.sourcefacts import SourceFacts
 from pytest_isolation.record.sourcefacts import digest
 from pytest_isolation.record.sourcefacts import read_facts
+from pytest_isolation.record.store import EVERY
+from pytest_isolation.record.store import Entry
+from pytest_isolation.record.store import Record
+from pytest_isolation.record.store import bits_of
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.scopes import Found
 

@@ -25,8 +25,8 @@ from pytest_isolation.filemode.parent.nodes import ChildCollectionError
 from pytest_isolation.filemode.parent.nodes import ChildTest
 from pytest_isolation.filemode.parent.nodes import IsolatedFile
 from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
-from pytest_isolation.record import recording
-from pytest_isolation.record.recording import Record
+from pytest_isolation.record import store
+from pytest_isolation.record.store import Record
 from pytest_isolation.selector import decision as decide
 from pytest_isolation.selector import inputs
 from pytest_isolation.selector.decision import Caps
@@ -236,16 +236,16 @@ def _usable_record(config: pytest.Config, decision: Decision, scope: str) -> Rec
     if found is not None:
         where = f"--isolation-record-from {found[0]}"
         with _refused():
-            record = recording.from_report(*found)
+            record = store.from_report(*found)
     else:
         where = "pytest's cache"
-        record = recording.load(_cache(config))
+        record = store.load(_cache(config))
     if record is None:
         why = f"no record of what each test file executed in {where} (a file-mode run records one)"
         if scope == "auto" and not options.flag(config, "isolation_explain"):
             return None  # the usual case before a first recorded run: the header says impact
-    elif record.environment != recording.environment():
-        made, now = record.environment, recording.environment()
+    elif record.environment != store.environment():
+        made, now = record.environment, store.environment()
         what = (
             f"{made['python']}, not {now['python']}"
             if made["python"] != now["python"]
