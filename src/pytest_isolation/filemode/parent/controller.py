@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-import traceback
 from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,13 +30,11 @@ from pytest_isolation.filemode import compat
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.child import cov
+from pytest_isolation.filemode.child import forked
 from pytest_isolation.filemode.child.depth import headroom
 from pytest_isolation.filemode.child.loops import replacing
-from pytest_isolation.filemode.child.loops import run_suite_loops
 from pytest_isolation.filemode.child.loops import suite_loops
 from pytest_isolation.filemode.child.loops import where
-from pytest_isolation.filemode.child.plugin import finish
-from pytest_isolation.filemode.child.plugin import run_loop_logging_kept
 from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
 from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
@@ -211,21 +208,11 @@ class FileModeController:
             lifetime.mark_run_parent()  # a child carries on when a test kills its fork server
             plugin = starter.forking.fork_origin(session, starter.environ)
             if plugin is not None:  # a file's child, forked by a fork server: see Origin
-                try:
-                    # It collects and runs its tests from this frame, as pytest's
-                    # own loop would: as deep in the stack.
-                    with run_loop_logging_kept(self.config):
-                        self.config.hook.pytest_collection(session=session)
-                    try:
-                        run_suite_loops(session, loops)
-                        for item, nextitem in plugin.items(session):
-                            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                    except BaseException as error:
-                        plugin.stopped(error)
-                    finish(session, plugin)  # ends the process
-                except BaseException:
-                    traceback.print_exc()
-                os._exit(3)
+                # It runs its tests from this frame, as pytest's own loop
+                # would: as deep in the stack.  The child's one entry; it never returns.
+                with forked.run(session, plugin, loops) as tests:
+                    for item, nextitem in tests:
+                        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             starter.forking.start_preloading([file.path for file in files])
 
     @pytest.hookimpl(tryfirst=True)  # before pytest's runner would run the placeholder here

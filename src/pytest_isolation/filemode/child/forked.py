@@ -1,0 +1,51 @@
+"""The one entry into a file's child that a fork server forked from the
+parent's run loop (``fork`` start): it collects its file there and hands the
+run loop its tests, as pytest's own loop would run them, then ends the
+process.
+
+The parent's controller calls :func:`run` once, in its ``pytest_runtestloop``
+frame, and calls each test's protocol in the body of the ``with``: the
+tests run exactly as deep in the stack as in a plain run (see
+:mod:`.depth`), which a call into this module would not keep.
+
+    with forked.run(session, plugin, loops) as tests:
+        for item, nextitem in tests:
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_isolation.filemode.child.loops import run_suite_loops
+from pytest_isolation.filemode.child.plugin import ChildPlugin
+from pytest_isolation.filemode.child.plugin import finish
+from pytest_isolation.filemode.child.plugin import run_loop_logging_kept
+
+Tests = Iterator[tuple[pytest.Item, "pytest.Item | None"]]
+
+
+@contextlib.contextmanager
+def run(session: pytest.Session, plugin: ChildPlugin, loops: list[Any]) -> Iterator[Tests]:
+    """Collect the file, run the conftests' own run loops, and give the
+    tests to run with the next one of each; whatever happens in the
+    ``with`` body, the child then ends (:func:`.plugin.finish`), and never
+    returns into the parent's code."""
+    try:
+        with run_loop_logging_kept(session.config):
+            session.config.hook.pytest_collection(session=session)
+        try:
+            run_suite_loops(session, loops)
+            yield plugin.items(session)
+        except BaseException as error:
+            plugin.stopped(error)
+        finish(session, plugin)  # ends the process
+    except BaseException:
+        traceback.print_exc()
+    os._exit(3)
