@@ -38,7 +38,7 @@ def test_the_fd_capture_is_where_the_child_looks(pytester: pytest.Pytester) -> N
     pytester.makepyfile(
         test_fence="""
         import sys
-        from pytest_isolation.filemode.child.plugin import _fd_capture_files
+        from pytest_isolation.core.pytest_private import fd_capture_files as _fd_capture_files
 
         def test_found(pytestconfig):
             found = _fd_capture_files(pytestconfig)

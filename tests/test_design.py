@@ -113,7 +113,8 @@ def test_the_entry_plugin_declares_no_option() -> None:
     import pytest_isolation.plugin as entry
 
     source = Path(entry.__file__).read_text()
-    assert ".addoption(" not in source and ".addini(" not in source
+    assert ".addoption(" not in source
+    assert ".addini(" not in source
     assert all(name.endswith((".plugin", ".fixtures")) for name in entry.pytest_plugins)
 
 

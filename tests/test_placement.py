@@ -1,4 +1,4 @@
-"""Where file mode runs each file (``core/placement.py``): the settings' syntax,
+"""Where file mode runs each file (``filemode/placement.py``): the settings' syntax,
 their precedence and their conflicts, without running pytest."""
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def test_the_xdist_worker_plugin_is_still_found(pytester: pytest.Pytester) -> No
     ``item_index``."""
     pytester.makepyfile(
         test_fence="""
-        from pytest_isolation.core.xdist import worker_interactor
+        from pytest_isolation.core.pytest_private import worker_interactor
 
         def test_found(request):
             interactor = worker_interactor(request.config)

@@ -32,21 +32,6 @@ def is_controller(config: pytest.Config) -> bool:
     return bool(dist and dist != "no") and not config.getoption("collectonly")
 
 
-def worker_interactor(config: pytest.Config) -> Any:
-    """xdist's plugin in a worker that sends reports to the controller.
-
-    Private pytest-xdist detail, unavoidable: it is registered without a name,
-    and it asserts that a report's node id is the one of the item it was
-    told to run (``session.items[item_index]``, set once it runs one), which
-    a file's placeholder is not; ``tests/test_xdist.py`` fails loudly if
-    this changes.
-    """
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "sendevent"):
-            return plugin
-    return None
-
-
 class WorkerOutput:
     """In a worker: collects every feature's state for the controller."""
 

@@ -1,13 +1,11 @@
-"""Running a test phase by phase, and a copy of a test function: pytest's
-private runner details, fenced here.
+"""Running a test phase by phase, and a copy of a test function.
 
-pytest has no public API for either.  ``runtestprotocol`` runs the three
-phases in one go and fixes the teardown's next item before the call's
+pytest has no public API for either (the private details are in
+:mod:`pytest_isolation.core.pytest_private`).  ``runtestprotocol`` runs the
+three phases in one go and fixes the teardown's next item before the call's
 outcome is known, so ``--isolation-twice`` cannot choose between tearing
 down only the test's function-scoped fixtures (a repeat follows) and tearing
-down as a plain run would.  pytest-rerunfailures and pytest-xdist use the
-same functions.  ``tests/test_twice.py::test_the_fenced_pytest_details_exist``
-fails loudly when any of them changes.
+down as a plain run would.
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import pytest_private
+
 
 def run_phase(
     item: pytest.Item, when: str, log: bool, nextitem: pytest.Item | None = None
@@ -24,39 +24,33 @@ def run_phase(
     """One phase (``setup``, ``call`` or ``teardown``) as pytest runs it: its
     hook, its report made by ``pytest_runtest_makereport``, logged if
     ``log``, and ``--pdb`` on its exception."""
-    # Private pytest API, unavoidable (see the module's docstring); the test
-    # named there fails loudly if it changes.
-    from _pytest.runner import call_and_report
-
-    kwds: dict[str, Any] = {"nextitem": nextitem} if when == "teardown" else {}
-    return call_and_report(item, when, log, **kwds)  # type: ignore[arg-type]
+    return pytest_private.call_and_report(item, when, log, nextitem)
 
 
 def begin(item: pytest.Item) -> None:
     """A test function about to run again gets a new fixture request, as
     pytest's ``runtestprotocol`` gives it."""
-    if isinstance(item, pytest.Function) and not item._request:
-        item._initrequest()
+    if isinstance(item, pytest.Function):
+        pytest_private.renew_request(item)
 
 
 def release(item: pytest.Item) -> None:
     """After a test function's teardown, its fixture values go, as pytest's
     ``runtestprotocol`` lets them go."""
     if isinstance(item, pytest.Function):
-        item._request = False  # type: ignore[assignment]
+        pytest_private.release_request(item)
         item.funcargs = None  # type: ignore[assignment]
 
 
 def higher_scoped(item: pytest.Item) -> dict[str, object]:
     """The values of the fixtures above function scope the test has been
     given (read before :func:`release`): what its repeat shares with the
-    tests after it.  Private pytest API: a test's fixture definitions are in
-    ``item._fixtureinfo.name2fixturedefs``."""
+    tests after it."""
     funcargs = getattr(item, "funcargs", None) or {}
-    info = getattr(item, "_fixtureinfo", None)
+    by_name = pytest_private.fixture_definitions(item)
     found: dict[str, object] = {}
     for name, value in funcargs.items():
-        definitions = info.name2fixturedefs.get(name) if info is not None else None
+        definitions = by_name.get(name)
         if definitions and definitions[-1].scope != "function":
             found[name] = value
     return found
@@ -82,12 +76,12 @@ def _hypothesis(item: pytest.Function) -> bool:
 def twin_of(item: pytest.Function) -> pytest.Function:
     """A new item of the same test function, beside it (the same parent, so
     the same higher-scoped fixtures, and the same node id), with its markers
-    and its fixture closure (``_fixtureinfo``, which holds the definitions of
-    direct parameters)."""
+    and its fixture closure (which holds the definitions of direct
+    parameters)."""
     kwargs: dict[str, Any] = {
         "name": item.name,
         "callspec": getattr(item, "callspec", None),
-        "fixtureinfo": item._fixtureinfo,
+        "fixtureinfo": pytest_private.fixture_info(item),
         "keywords": item.keywords,
         "originalname": item.originalname,
     }
@@ -101,14 +95,6 @@ def twin_of(item: pytest.Function) -> pytest.Function:
     for name, value in vars(item).items():  # what a plugin or conftest set on the item
         if name not in vars(twin):
             setattr(twin, name, value)
-    _copy_stash(item.stash, twin.stash)
+    # What plugins keep in the item's stash (set at collection), as the first run sees it.
+    pytest_private.copy_stash(item.stash, twin.stash)
     return twin
-
-
-def _copy_stash(source: pytest.Stash, target: pytest.Stash) -> None:
-    """What plugins keep in the item's stash (``item.stash[KEY]`` set at
-    collection), as the first run sees it.  Private pytest API, unavoidable:
-    a stash's keys can only be listed through ``Stash._storage``;
-    ``tests/test_twice.py`` fails loudly if it changes."""
-    storage: dict[Any, object] = source._storage
-    target._storage.update(storage)

@@ -18,6 +18,11 @@ import types
 
 import pytest
 
+from pytest_isolation.core import pytest_private
+
+#: The prefix of pytest's own modules.
+_PYTEST_MODULES = f"{pytest_private.PYTEST_PACKAGE}."
+
 
 def _benchmarks_run(config: pytest.Config) -> bool:
     """pytest-benchmark measures in this run (it turns itself off under xdist)."""
@@ -152,7 +157,7 @@ def modules(config: pytest.Config) -> list[str]:
     names = [
         name
         for name, module in list(sys.modules.items())
-        if name.startswith("_pytest.") and not (rewrites and _rewritten(module))
+        if name.startswith(_PYTEST_MODULES) and not (rewrites and _rewritten(module))
     ]
     for name in sorted(early):
         top = sys.modules.get(name.partition(".")[0])
@@ -171,13 +176,10 @@ def modules(config: pytest.Config) -> list[str]:
 def _rewritten(module: object) -> bool:
     """Whether pytest's assertion rewriting imported ``module`` here (as
     ``_pytest.pytester_assertions``, which pytester names): a child's pytest
-    would rewrite it, so it is not imported before.  Private pytest detail,
-    unavoidable (pytest has no public way to ask): the rewriting hook is the
-    module's loader, a class of ``_pytest.assertion.rewrite``;
+    would rewrite it, so it is not imported before;
     ``tests/test_forkserver.py::test_pytester_s_assertions_are_rewritten_in_the_child``
     fails loudly if that changes."""
-    loader = getattr(module, "__loader__", None)
-    return type(loader).__module__ == "_pytest.assertion.rewrite"
+    return pytest_private.imported_by_assertion_rewriting(module)
 
 
 def _named_plugins(config: pytest.Config) -> set[str]:

@@ -6,36 +6,25 @@ the process's junit XML writer, which only the parent has (pytest-xdist
 drops them).  A child gets a stand-in writer that sends what tests record to
 the parent, which records it in the real one.
 
-Private pytest API, unavoidable: the writer is reachable only under
-``_pytest.junitxml.xml_key``, and the two fixtures call its
-``add_global_property`` and ``node_reporter(nodeid).add_attribute``.
-``tests/test_child.py`` fails loudly if these change.
+The writer is reachable only under a private stash key
+(:func:`pytest_isolation.core.pytest_private.junit_xml_key`), and the two
+fixtures call its ``add_global_property`` and
+``node_reporter(nodeid).add_attribute``.
 
-Imports: stdlib and pytest only (the child side stays light).
+Imports: stdlib, pytest and the core only (the child side stays light).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
+# As ``_xml_key``: the name tests/test_child.py's fence calls it by.
+from pytest_isolation.core.pytest_private import junit_xml_key as _xml_key
+
 #: (what, nodeid, name, value): ``property`` (nodeid empty) or ``attribute``.
 Record = Callable[[str, str, str, str], None]
-
-
-def _xml_key() -> Any:
-    """The one place this module touches pytest's private junit module.
-
-    Private pytest detail, unavoidable: junit's writer (``LogXML``), which
-    ``record_testsuite_property`` and ``record_xml_attribute`` reach, is kept
-    only under the stash key ``_pytest.junitxml.xml_key``; pytest has no
-    public handle to it.  ``tests/test_child.py::test_junit_s_writer_is_under_xml_key``
-    fails loudly if the key or the writer's methods change."""
-    from _pytest.junitxml import xml_key
-
-    return xml_key
 
 
 class ChildWriter:

@@ -39,7 +39,7 @@ MARKER_HELP = (
     "group='NAME'): leaks the pytest-isolation leak guard neither reports nor restores for "
     "this test; in a module's pytestmark, mode and group say where file mode runs the file"
 )
-#: The marker's arguments that only a module's ``pytestmark`` takes (:mod:`..core.placement`).
+#: The marker's arguments that only a module's ``pytestmark`` takes (:mod:`..filemode.placement`).
 PLACING = ("mode", "group")
 
 

@@ -22,6 +22,7 @@ from itertools import chain
 from itertools import compress
 from pathlib import Path
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.guard import dictversion
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.process import SYS_COVERED
@@ -65,7 +66,9 @@ LOGGER_COVERED = frozenset({"handlers", "filters", "level", "disabled", "propaga
 
 #: Packages never scanned: pytest's machinery (``warnings`` is rebound by
 #: pytest's per-test warning capture) and this plugin.
-MACHINERY = frozenset({"pytest", "_pytest", "pluggy", "pytest_isolation", "__main__", "warnings"})
+MACHINERY = frozenset(
+    {"pytest", pytest_private.PYTEST_PACKAGE, "pluggy", "pytest_isolation", "__main__", "warnings"}
+)
 
 #: One watched namespace: (name prefix, the module or class).
 Space = tuple[str, object]

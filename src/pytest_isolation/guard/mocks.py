@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import frozen
+from pytest_isolation.core import pytest_private
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Flat
 from pytest_isolation.guard.state import describe
@@ -263,50 +264,37 @@ class FakeFilesystem(Flat):
 
 
 def monkeypatch_records(patcher: pytest.MonkeyPatch) -> list[tuple[str, str, object]]:
-    """What a ``pytest.MonkeyPatch`` would undo, as (category, key, old value).
-
-    Private pytest detail, unavoidable: ``MonkeyPatch`` keeps its undo lists
-    in ``_setattr``, ``_setitem``, ``_cwd`` and ``_savesyspath`` and offers no
-    public way to read them; ``tests/test_guard_fences.py`` fails loudly if
-    they change.
-    """
+    """What a ``pytest.MonkeyPatch`` would undo, as (category, key, old value)
+    (its undo lists are private: :mod:`pytest_isolation.core.pytest_private`)."""
     records: list[tuple[str, str, object]] = []
-    for target, name, old in getattr(patcher, "_setattr", ()):
+    for target, name, old in pytest_private.monkeypatch_setattrs(patcher, MISSING):
         owner = getattr(target, "__name__", None)
         if isinstance(target, type):
             owner = f"{target.__module__}.{target.__qualname__}"
         if owner is not None:
-            records.append(("attribute", f"{owner}.{name}", MISSING if old is _notset() else old))
-    for mapping, key, old in getattr(patcher, "_setitem", ()):
-        value = MISSING if old is _notset() else old
+            records.append(("attribute", f"{owner}.{name}", old))
+    for mapping, key, value in pytest_private.monkeypatch_setitems(patcher, MISSING):
         if mapping is os.environ:
             records.append(("env", str(key), value))
         elif mapping is sys.modules:
             records.append(("sys.modules", str(key), value))
-    if getattr(patcher, "_cwd", None) is not None:
-        records.append(("cwd", "cwd", patcher._cwd))
-    if getattr(patcher, "_savesyspath", None) is not None:
+    cwd = pytest_private.monkeypatch_cwd(patcher)
+    if cwd is not None:
+        records.append(("cwd", "cwd", cwd))
+    if pytest_private.monkeypatch_saved_syspath(patcher):
         records.append(("import", "sys.path", MISSING))
     return records
 
 
 def monkeypatch_setattrs(patcher: pytest.MonkeyPatch) -> list[tuple[Any, str, object]]:
     """The ``setattr`` calls a ``pytest.MonkeyPatch`` would undo, as
-    (object, name, old value); same private detail as :func:`monkeypatch_records`."""
-    notset = _notset()
+    (object, name, old value), but those of attributes that were not set."""
+    unset = object()
     return [
         (target, name, old)
-        for target, name, old in getattr(patcher, "_setattr", ())
-        if old is not notset
+        for target, name, old in pytest_private.monkeypatch_setattrs(patcher, unset)
+        if old is not unset
     ]
-
-
-def _notset() -> object:
-    """MonkeyPatch's "was not set" marker (``NOTSET`` since pytest 8.1, ``notset``
-    before), read from the module that defines ``MonkeyPatch`` (the fence of
-    :func:`monkeypatch_records` covers it)."""
-    module = sys.modules[pytest.MonkeyPatch.__module__]
-    return getattr(module, "NOTSET", getattr(module, "notset", object()))
 
 
 class _LivePatchers:

@@ -16,6 +16,7 @@ from typing import Any
 from typing import NamedTuple
 from typing import cast
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
 from pytest_isolation.guard.state import Flat
@@ -346,7 +347,7 @@ def _set_profile(old: object) -> None:
 #: handlers during a phase and puts them back after it (Flask's suite) leaves
 #: them there until the next phase takes them off, which the guard must
 #: neither blame on the next test nor undo.
-_RUN_OWNED = "_pytest.logging"
+_RUN_OWNED = pytest_private.LOGGING_MODULE
 
 
 def _run_owned(handler: logging.Handler) -> bool:

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_isolation.core import pytest_private
+
 #: Audit events whose site is worth recording.
 ENV_EVENTS = frozenset({"os.putenv", "os.unsetenv"})
 CWD_EVENTS = frozenset({"os.chdir", "os.fchdir"})
@@ -26,7 +28,7 @@ PROCESS_EVENTS = frozenset(
 )
 _EVENTS = ENV_EVENTS | CWD_EVENTS | PROCESS_EVENTS
 
-_MONKEYPATCH_FILE = os.path.join("_pytest", "monkeypatch.py")
+_MONKEYPATCH_FILE = pytest_private.MONKEYPATCH_FILE
 #: Marks a site reached through ``pytest.MonkeyPatch`` (which undoes its own
 #: changes, so a leak made through one means it was never undone).
 BY_MONKEYPATCH = " [MonkeyPatch]"
@@ -58,7 +60,7 @@ def _library_roots() -> tuple[str, ...]:
         paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths
     }
     roots.add(str(Path(__file__).resolve().parent.parent))  # this plugin
-    for module in ("pytest", "_pytest", "pluggy"):
+    for module in ("pytest", pytest_private.PYTEST_PACKAGE, "pluggy"):
         spec_file = getattr(sys.modules.get(module), "__file__", None)
         if spec_file:
             roots.add(str(Path(spec_file).resolve().parent))

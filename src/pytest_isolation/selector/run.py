@@ -18,6 +18,7 @@ import pytest
 
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.names import VERSION
 from pytest_isolation.core.words import counted
@@ -70,17 +71,12 @@ def _caps(config: pytest.Config) -> Caps:
 
 
 def _cache(config: pytest.Config) -> pytest.Cache | None:
-    """pytest's cache, before ``pytest_configure`` made ``config.cache``.
-
-    Private pytest API, unavoidable: the selector runs in
-    ``pytest_cmdline_main`` (so a refusal runs nothing), before the
-    cacheprovider's configure; ``Cache.for_config`` is what that configure
-    calls (also clearing the cache under ``--cache-clear``).
-    ``tests/test_selector.py`` fails loudly if it changes.
-    """
+    """pytest's cache, before ``pytest_configure`` made ``config.cache``: the
+    selector runs in ``pytest_cmdline_main`` (so a refusal runs nothing),
+    before the cacheprovider's configure."""
     if config.pluginmanager.get_plugin("cacheprovider") is None:
         return None
-    return pytest.Cache.for_config(config, _ispytest=True)
+    return pytest_private.cache_for_config(config)
 
 
 def _read_stdin(config: pytest.Config) -> str:

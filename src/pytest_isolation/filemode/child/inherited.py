@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.filemode.shared import SHARED_CLOSURES
 from pytest_isolation.filemode.shared import SHARED_DEFINITIONS
 
@@ -70,7 +71,7 @@ def _unblocked(config: pytest.Config) -> Any:
     """pytest-django's database blocker, unblocked (the shared fixtures
     include its ``django_db_blocker``, set up in the parent)."""
     for definition in config.stash.get(SHARED_DEFINITIONS, []):
-        cached = getattr(definition, "cached_result", None)
+        cached = pytest_private.cached_result(definition)
         if getattr(definition, "argname", "") == "django_db_blocker" and cached:
             blocker = cached[0]
             if blocker is not None:
@@ -85,7 +86,7 @@ def keep_shared_fixtures(config: pytest.Config) -> None:
     a child, their ``finish`` does nothing (``tests/test_shared.py`` runs
     on pytest 8.0)."""
     for definition in config.stash.get(SHARED_DEFINITIONS, []):
-        setattr(definition, "finish", _kept)  # noqa: B010 - an instance's method
+        pytest_private.replace_finish(definition, _kept)
 
 
 def _kept(request: object) -> None:
@@ -128,23 +129,17 @@ def _resolved_otherwise(fixture: str, closure: dict[str, object], items: list[py
 
 
 def _definitions_of(item: pytest.Item) -> dict[str, object]:
-    """The fixture definitions an item resolves, by name (the closest of
-    each).  Private pytest API, unavoidable: ``item._fixtureinfo.name2fixturedefs``;
-    ``tests/test_shared.py`` fails loudly if it changes."""
-    info = getattr(item, "_fixtureinfo", None)
-    found = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    """The fixture definitions an item resolves, by name (the closest of each)."""
+    found = pytest_private.fixture_definitions(item)
     return {name: definitions[-1] for name, definitions in found.items() if definitions}
 
 
 def _drop_inherited(definition: Any) -> None:
     """Forget the parent's value of ``definition`` in this child, so that the
-    child computes and tears down its own.  Private pytest API, unavoidable:
-    a definition's value is ``cached_result`` and its teardown steps
-    ``_finalizers`` (the parent's, never to run here);
-    ``tests/test_shared.py`` fails loudly if they change."""
-    definition.cached_result = None
-    definition._finalizers.clear()
-    vars(definition).pop("finish", None)  # this child's own teardown, not the parent's
+    child computes and tears down its own (the parent's teardown steps never
+    run here)."""
+    pytest_private.forget_cached_value(definition)
+    pytest_private.restore_finish(definition)  # this child's own teardown, not the parent's
 
 
 #: Inherited database connections a child leaves unused: closing one would end
@@ -173,18 +168,14 @@ def leave_connections() -> None:
 def skipped_by_marks(item: pytest.Item) -> bool:
     """Whether a ``skip`` or ``skipif`` mark (its condition evaluated now),
     or an ``xfail(run=False)`` mark, keeps ``item`` from running, so that a
-    plain run never sets up its fixtures.  Private pytest API, unavoidable:
-    ``_pytest.skipping`` evaluates the marks as pytest's set-up does;
-    ``tests/test_shared.py`` fails loudly if it changes."""
-    from _pytest import skipping
-
+    plain run never sets up its fixtures."""
     try:
-        if skipping.evaluate_skip_marks(item) is not None:
+        if pytest_private.skip_marks_apply(item):
             return True
-        xfail = skipping.evaluate_xfail_marks(item)
+        stops = pytest_private.xfail_mark_stops_run(item)
     except BaseException:  # a condition that fails: the test's set-up will say so
         return False
-    return xfail is not None and not xfail.run and not item.config.option.runxfail
+    return stops and not item.config.option.runxfail
 
 
 def shared_in_use(asked: Sequence[str], collected: Sequence[pytest.Item]) -> list[str] | None:

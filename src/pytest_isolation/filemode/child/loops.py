@@ -23,11 +23,12 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.xdist import is_worker
-from pytest_isolation.core.xdist import worker_interactor
 
 #: Plugins whose loops are not the suite's: pytest's own, this plugin's, xdist's.
-_NOT_THE_SUITES = ("_pytest.", "pytest_isolation.", "xdist.")
+_NOT_THE_SUITES = (f"{pytest_private.PYTEST_PACKAGE}.", "pytest_isolation.", "xdist.")
+_NOT_THE_SUITES_TOP = (pytest_private.PYTEST_PACKAGE, "xdist")
 
 
 def suite_loops(config: pytest.Config, own: object) -> list[Any]:
@@ -42,7 +43,7 @@ def suite_impls(config: pytest.Config, hook: str, own: object) -> list[Any]:
     after ``own``'s and before pytest's own, in the order it would call them
     (pluggy's ``HookImpl`` objects)."""
     impls = getattr(config.pluginmanager.hook, hook).get_hookimpls()
-    interactor = worker_interactor(config) if is_worker(config) else None
+    interactor = pytest_private.worker_interactor(config) if is_worker(config) else None
     called = list(reversed(impls))  # pluggy calls the last registered first
     mine = [index for index, impl in enumerate(called) if impl.plugin is own]
     start = mine[0] + 1 if mine else 0
@@ -59,7 +60,7 @@ def suite_impls(config: pytest.Config, hook: str, own: object) -> list[Any]:
 
 def _the_suites(impl: Any) -> bool:
     module = getattr(impl.function, "__module__", "") or ""
-    return not module.startswith(_NOT_THE_SUITES) and module not in ("_pytest", "xdist")
+    return not module.startswith(_NOT_THE_SUITES) and module not in _NOT_THE_SUITES_TOP
 
 
 def run_suite_loops(session: pytest.Session, loops: list[Any]) -> None:

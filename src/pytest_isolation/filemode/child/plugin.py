@@ -31,6 +31,7 @@ import pytest
 from pytest_isolation.core import frozen
 from pytest_isolation.core import keys
 from pytest_isolation.core import names
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
@@ -39,7 +40,6 @@ from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.xdist import is_worker
-from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import placement
@@ -490,18 +490,15 @@ def _detach_terminal(config: pytest.Config, forward: Callable[[str], None] | Non
     logs write through it), so a hook-less stand-in keeps the reporter's
     writer under the reporter's name, and what is written with it goes to
     ``forward``: the parent writes it in its place among the replayed
-    reports.  Private pytest API, unavoidable: ``_tw`` is the attribute
-    ``get_terminal_writer`` returns, and ``_file`` the stream a
-    ``TerminalWriter`` writes to; ``tests/test_child.py`` fails loudly if
-    they change.
+    reports.
     """
     manager = config.pluginmanager
     reporter = manager.get_plugin("terminalreporter")
     if reporter is None:
         return
-    writer = reporter._tw
-    if forward is not None and not isinstance(writer._file, _Forwarding):
-        writer._file = _Forwarding(forward)
+    writer = pytest_private.terminal_writer(reporter)
+    if forward is not None and not isinstance(pytest_private.writer_file(writer), _Forwarding):
+        pytest_private.set_writer_file(writer, _Forwarding(forward))
     manager.unregister(reporter)
     manager.register(_TerminalStandIn(config, writer), "terminalreporter")
 
@@ -532,7 +529,7 @@ class _TerminalStandIn:
 
     def __init__(self, config: pytest.Config, writer: object) -> None:
         self.config = config
-        self._tw = writer
+        pytest_private.set_terminal_writer(self, writer)
         self.stats: dict[str, list[object]] = {}
 
 
@@ -598,7 +595,7 @@ def prepare_forked(session: pytest.Session) -> ChildPlugin:
 def _leave_xdist(config: pytest.Config) -> None:
     """In a child forked from a pytest-xdist worker, stop xdist's worker plugin
     from talking to the controller: the child reports to its parent only."""
-    interactor = worker_interactor(config) if is_worker(config) else None
+    interactor = pytest_private.worker_interactor(config) if is_worker(config) else None
     if interactor is not None:
         config.pluginmanager.unregister(interactor)
 
@@ -663,9 +660,7 @@ def run_loop_logging_kept(config: pytest.Config) -> Iterator[None]:
     try:
         yield
     finally:
-        plugin = config.pluginmanager.get_plugin("logging-plugin")
-        values = vars(plugin).values() if plugin is not None else ()
-        owned = [value for value in values if isinstance(value, logging.Handler)]
+        owned = pytest_private.logging_plugin_handlers(config)
         for handler in before:
             if any(handler is own for own in owned) and handler not in root.handlers:
                 root.addHandler(handler)
@@ -679,25 +674,14 @@ def named_as_in_the_run(session: pytest.Session, unnamed: set[str]) -> Iterator[
     says (a module that only ``--doctest-modules`` collects would be
     imported as a test module too).
 
-    ``Session.isinitpath`` is public; that pytest's Python collector asks it
-    before ``python_files`` is a detail of pytest, fenced here:
-    ``tests/test_child.py::test_the_python_collector_asks_isinitpath`` fails
-    loudly if it changes."""
+    That pytest's Python collector asks ``Session.isinitpath`` before
+    ``python_files`` is a private detail
+    (:func:`.pytest_private.not_initial_paths`)."""
     if not unnamed:
         yield
         return
-    original = session.isinitpath
-
-    def isinitpath(path: str | os.PathLike[str], *, with_parents: bool = False) -> bool:
-        if not with_parents and str(path) in unnamed:
-            return False
-        return original(path, with_parents=with_parents)
-
-    session.isinitpath = isinitpath  # type: ignore[method-assign]
-    try:
+    with pytest_private.not_initial_paths(session, unnamed):
         yield
-    finally:
-        del session.isinitpath
 
 
 def restart_capture(config: pytest.Config) -> None:
@@ -710,7 +694,7 @@ def restart_capture(config: pytest.Config) -> None:
     ``sys.stderr`` for the whole session, so the child keeps them, open and
     identical, and only the file under each one's descriptor is new (the
     parent's would mix the two processes' output)."""
-    for capture_file, target, saved in _fd_capture_files(config):
+    for capture_file, target, saved in pytest_private.fd_capture_files(config):
         with tempfile.TemporaryFile(buffering=0) as fresh:
             current = os.path.samestat(os.fstat(capture_file), os.fstat(target))
             if not current:  # what the target is now is the child's own (its stderr tail)
@@ -721,37 +705,6 @@ def restart_capture(config: pytest.Config) -> None:
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
     if capman is not None and capman.is_globally_capturing():
         capman.suspend_global_capture()
-
-
-def global_capture(config: pytest.Config) -> Any:
-    """pytest's global capture while it is running, else None
-    (``is_globally_capturing()`` only says it was asked for: pytest stops it
-    on Ctrl-C).
-
-    A private detail of pytest (``CaptureManager._global_capturing``, a
-    ``MultiCapture`` whose ``out``/``err`` are, under ``--capture=fd``,
-    ``FDCapture`` objects with ``tmpfile``, ``targetfd`` and
-    ``targetfd_save``), read here only;
-    ``tests/test_child.py::test_the_fd_capture_is_where_the_child_looks``
-    fails loudly if pytest changes it."""
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    return getattr(capman, "_global_capturing", None)
-
-
-def _fd_capture_files(config: pytest.Config) -> list[tuple[int, int, int]]:
-    """The descriptors of the global fd capture's files of stdout and stderr,
-    each with the descriptor it captures and the one it saved to put back
-    when suspended (none under ``--capture=sys``, ``tee-sys`` or ``no``,
-    whose streams are this process's own memory)."""
-    multi = global_capture(config)
-    found = []
-    for capture in (getattr(multi, "out", None), getattr(multi, "err", None)):
-        target = getattr(capture, "targetfd", None)
-        saved = getattr(capture, "targetfd_save", None)
-        tmpfile = getattr(capture, "tmpfile", None)
-        if isinstance(target, int) and isinstance(saved, int) and tmpfile is not None:
-            found.append((tmpfile.fileno(), target, saved))
-    return found
 
 
 def adopt_worker_identity(config: pytest.Config, spec: ChildSpec) -> None:

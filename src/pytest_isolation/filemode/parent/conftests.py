@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import pytest_private
+
 HOOK = "pytest_collection_modifyitems"
 
 
@@ -44,12 +46,12 @@ class _WithoutConftests:
         self.original = original
 
     def __call__(self, **kwargs: Any) -> Any:
-        relay = self.config.hook
-        setattr(relay, HOOK, self.original)  # the subset is made from the real caller
+        # The subset is made from the real caller.
+        pytest_private.set_hook_caller(self.config, HOOK, self.original)
         try:
             caller = self.config.pluginmanager.subset_hook_caller(HOOK, conftests(self.config))
         finally:
-            setattr(relay, HOOK, self)
+            pytest_private.set_hook_caller(self.config, HOOK, self)
         return caller(**kwargs)
 
     def __getattr__(self, name: str) -> Any:  # the rest of pluggy's caller interface
@@ -60,16 +62,13 @@ class _WithoutConftests:
 def item_hook_without_conftests(config: pytest.Config) -> Iterator[None]:
     """While the parent collects, its :data:`HOOK` call leaves out conftests.
 
-    Private pluggy detail, unavoidable: pytest's session calls the hook as
-    an attribute of ``config.hook`` (a ``pluggy.HookRelay``), and no public
-    API removes implementations from one call; the attribute is swapped for
-    the collection only.  ``tests/test_controller.py`` fails loudly if a
-    conftest's hook is called with placeholders again.
+    The hook's caller is replaced for the collection only
+    (:func:`.pytest_private.set_hook_caller`); ``tests/test_controller.py``
+    fails loudly if a conftest's hook is called with placeholders again.
     """
-    relay = config.hook
-    original = getattr(relay, HOOK)
-    setattr(relay, HOOK, _WithoutConftests(config, original))
+    original = getattr(config.hook, HOOK)
+    pytest_private.set_hook_caller(config, HOOK, _WithoutConftests(config, original))
     try:
         yield
     finally:
-        setattr(relay, HOOK, original)
+        pytest_private.set_hook_caller(config, HOOK, original)

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
 from pytest_isolation.core.keys import SERVERS_ENDED
 from pytest_isolation.core.settings import Settings
@@ -442,11 +443,10 @@ def tear_down_towards(session: pytest.Session, nextitem: pytest.Item | None) -> 
     a non-Python collector that ran in the parent before it may have (its
     directories' fixtures), and the next such item, elsewhere, would find them
     ("previous item was not torn down properly", seen with pygments' snippet
-    files).  Private pytest API, unavoidable: pytest's runner keeps the stack
-    in ``session._setupstate``; ``tests/test_controller.py`` fails loudly if
-    it changes.
+    files).  pytest offers no public way to do it
+    (:func:`.pytest_private.teardown_exact`).
     """
-    session._setupstate.teardown_exact(nextitem)
+    pytest_private.teardown_exact(session, nextitem)
 
 
 def _placement(item: pytest.Item) -> Placement | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.words import counted
 from pytest_isolation.filemode.parent.nodes import IsolatedFileItem
@@ -52,12 +53,9 @@ def _status(
 
 
 def _set_status(config: pytest.Config, status: str) -> None:
-    """Put ``status`` in pytest's "run-last-failure: ..." header line.
-
-    Private pytest API, unavoidable: the line is made from the last-failed
-    plugin's ``_report_status``, decided from the placeholders, which match
-    no recorded failure.  ``tests/test_child.py`` fails loudly if it changes.
-    """
+    """Put ``status`` in pytest's "run-last-failure: ..." header line, in
+    place of the one pytest's last-failed plugin decided from the
+    placeholders, which match no recorded failure."""
     plugin = config.pluginmanager.get_plugin("lfplugin")
-    if plugin is not None and hasattr(plugin, "_report_status"):
-        plugin._report_status = status
+    if plugin is not None:
+        pytest_private.set_report_status(plugin, status)

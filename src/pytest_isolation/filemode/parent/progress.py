@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core import pytest_private
+
 #: Cache entry: each test file's node id -> its number of tests in the last run.
 CACHE_KEY = "isolation/file-tests"
 #: On a test file's placeholder collector: the tests the session counts for it.
@@ -186,21 +188,16 @@ def _settle(session: pytest.Session, shown: _Shown, coming: str = "") -> None:
 
 
 def _counted_by_terminal(session: pytest.Session, shown: _Shown) -> int:
-    """The tests the terminal's percentage counts so far.  Private pytest
-    API, unavoidable: the terminal reporter counts them in
-    ``_progress_nodeids_reported`` (at a test's report or at its end,
-    depending on pytest's version and verbosity; under xdist the reports of
-    two workers interleave), and only that count says what it shows
-    (``tests/test_progress.py`` fails loudly if it changes).  Without it,
-    the tests reported here."""
+    """The tests the terminal's percentage counts so far (under xdist the
+    reports of two workers interleave: only the terminal's own count says
+    what it shows).  Without it, the tests reported here."""
     counted = _terminal_set(session)
     return len(counted) if counted is not None else len(shown.reported)
 
 
-def _terminal_set(session: pytest.Session) -> set[str] | None:
+def _terminal_set(session: pytest.Session) -> set[object] | None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    counted = getattr(reporter, "_progress_nodeids_reported", None)
-    return counted if isinstance(counted, set) else None
+    return pytest_private.progress_reported(reporter)
 
 
 def forget(file: pytest.Collector) -> None:
@@ -222,10 +219,7 @@ def save(config: pytest.Config) -> None:
 def end_line(reporter: pytest.TerminalReporter) -> None:
     """End the terminal's current file line as pytest does when the next file
     begins: with its ``[NN%]``, then a new line, so that what a child writes
-    while it collects starts a line of its own.  Private pytest API,
-    unavoidable: the percentage is written by
-    ``_write_progress_information_filling_space`` when ``_show_progress_info``
-    (``tests/test_progress.py`` fails loudly if they change)."""
-    if reporter.currentfspath and getattr(reporter, "_show_progress_info", False):
-        reporter._write_progress_information_filling_space()
+    while it collects starts a line of its own."""
+    if reporter.currentfspath:
+        pytest_private.write_progress_filling_space(reporter)
     reporter.ensure_newline()

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.filemode import shared as declared
@@ -40,7 +41,6 @@ if sys.version_info >= (3, 11):
     _Group = BaseExceptionGroup  # noqa: F821 - a builtin since 3.11
 else:  # pytest's own dependency before 3.11
     from exceptiongroup import BaseExceptionGroup as _Group
-from pytest_isolation.filemode.child.plugin import global_capture
 from pytest_isolation.filemode.shared import SHARED_CLOSURES
 from pytest_isolation.filemode.shared import SHARED_DEFINITIONS
 from pytest_isolation.filemode.shared import SHARED_VALUES
@@ -171,7 +171,7 @@ def set_up(
     shared = SharedSetUp({}, [])
     try:
         with captured(session.config):
-            seen = _set_up_each(_setup_state(session), files, wanted, shared, used)
+            seen = _set_up_each(session, files, wanted, shared, used)
         missing = [name for name in wanted if name not in seen]
         if missing:
             raise pytest.UsageError(
@@ -185,7 +185,9 @@ def set_up(
     values = shared.values
     flush_files(values)  # before the fork: no child writes the set-up's writes again
     session.config.stash[SHARED_VALUES] = values
-    session.config.stash[SHARED_DEFINITIONS] = _definitions(shared.finalizers)
+    session.config.stash[SHARED_DEFINITIONS] = pytest_private.fixture_definitions_finished_by(
+        shared.finalizers
+    )
     session.config.stash[SHARED_CLOSURES] = shared.closures
     return shared
 
@@ -195,7 +197,8 @@ def captured(config: pytest.Config) -> Iterator[None]:
     """Capture as pytest does around a test's set-up and teardown (where a
     session fixture runs in a plain run); what was written is shown after."""
     capman: Any = config.pluginmanager.get_plugin("capturemanager")
-    if capman is None or global_capture(config) is None:  # stopped (Ctrl-C), or never on
+    running = pytest_private.global_capture(config)
+    if capman is None or running is None:  # stopped (Ctrl-C), or never on
         yield
         return
     capman.resume_global_capture()
@@ -211,7 +214,7 @@ def captured(config: pytest.Config) -> Iterator[None]:
 
 
 def _set_up_each(
-    state: Any,
+    session: pytest.Session,
     files: Sequence[pytest.Collector],
     wanted: list[str],
     shared: SharedSetUp,
@@ -219,16 +222,27 @@ def _set_up_each(
 ) -> set[str]:
     """Set up ``wanted`` (the ``used`` ones, when known) through a stand-in
     under each directory's first file, into ``shared``; return the names
-    some directory sees."""
+    some directory sees.  The stand-in's nodes are made active without
+    setting any up (no package's ``setup_module``, no autouse fixture
+    runs), and taken back off with the finalizers the set-up added (to the
+    session: the fixtures are session-scoped), so that neither a child,
+    which inherits pytest's set-up stack, nor pytest runs them.  pytest
+    handles the set-up's warnings as around the set-up of the first test
+    that uses them in a plain run: the run's filters (``-W``,
+    ``filterwarnings``, ``error`` included) apply, and what is caught goes
+    to the warnings summary."""
     seen: set[str] = set()
     for file in _one_per_directory(files):
         stand_in = _stand_in(file, wanted)
-        pushed = _push(state, stand_in)
+        pushed = pytest_private.push_nodes(session, stand_in.listchain())
         try:
-            with django.as_the_tests_would(stand_in), _warnings_of(stand_in):
+            with (
+                django.as_the_tests_would(stand_in),
+                pytest_private.catch_warnings_for_item(stand_in),
+            ):
                 _set_up_names(stand_in, wanted, shared, seen, used)
         finally:
-            shared.finalizers += _pop(state, pushed)
+            shared.finalizers += pytest_private.pop_nodes(session, pushed)
     return seen
 
 
@@ -256,7 +270,7 @@ def _set_up_names(
         if name not in visible and (found is None or found.scope != "session"):
             continue
         try:
-            value = _request(stand_in).getfixturevalue(name)
+            value = pytest_private.item_request(stand_in).getfixturevalue(name)
         except _SET_UP_FAILED:  # kept by pytest: each test that uses it fails with it
             continue
         if name in visible:
@@ -280,67 +294,11 @@ def _needed_by(stand_in: pytest.Function, names: list[str]) -> set[str]:
     return found
 
 
-def _warnings_of(stand_in: pytest.Function) -> contextlib.AbstractContextManager[None]:
-    """pytest's own handling of a test's warnings around the shared set-up,
-    as around the set-up of the first test that uses them in a plain run:
-    the run's filters (``-W``, ``filterwarnings``, ``error`` included) apply,
-    and what is caught goes to the warnings summary.  Private pytest API,
-    unavoidable (``_pytest.warnings.catch_warnings_for_item``);
-    ``tests/test_shared.py::test_a_warning_of_the_shared_set_up_is_in_the_summary``
-    fails loudly if it changes."""
-    from _pytest.warnings import catch_warnings_for_item
-
-    manager: contextlib.AbstractContextManager[None] = catch_warnings_for_item(
-        stand_in.config, stand_in.ihook, "runtest", stand_in
-    )
-    return manager
-
-
-def _definitions(finalizers: list[Callable[[], object]]) -> list[object]:
-    """The fixture definitions whose teardown the finalizers are (pytest
-    registers ``functools.partial(definition.finish, request=...)``)."""
-    found = []
-    for finalizer in finalizers:
-        method = getattr(finalizer, "func", None)
-        owner = getattr(method, "__self__", None)
-        if owner is not None and getattr(method, "__name__", "") == "finish":
-            found.append(owner)
-    return found
-
-
 def _one_per_directory(files: Sequence[pytest.Collector]) -> list[pytest.Collector]:
     firsts: dict[object, pytest.Collector] = {}
     for file in files:
         firsts.setdefault(file.path.parent, file)
     return list(firsts.values())
-
-
-def _setup_state(session: pytest.Session) -> Any:
-    """pytest's stack of set-up nodes and their finalizers.  Private pytest
-    API, unavoidable: a fixture set up outside a test registers its teardown
-    there (``session._setupstate``, its ``stack`` of ``node: (finalizers,
-    exception)``); ``tests/test_shared.py`` fails loudly if it changes."""
-    return session._setupstate
-
-
-def _push(state: Any, stand_in: pytest.Function) -> list[object]:
-    """Make the stand-in's nodes active without setting any up (no package's
-    ``setup_module``, no autouse fixture runs); return those it added."""
-    pushed: list[object] = [n for n in stand_in.listchain() if n not in state.stack]
-    for node in pushed:
-        state.stack[node] = ([], None)
-    return pushed
-
-
-def _pop(state: Any, pushed: list[object]) -> list[Callable[[], object]]:
-    """Take the nodes back off the stack, and with them the finalizers the
-    set-up added (to the session: the fixtures are session-scoped), so that
-    neither a child, which inherits the stack, nor pytest runs them."""
-    taken: list[Callable[[], object]] = []
-    for node in pushed:
-        finalizers, _ = state.stack.pop(node)
-        taken += finalizers
-    return taken
 
 
 def _stand_in(file: pytest.Collector, wanted: list[str]) -> pytest.Function:
@@ -353,20 +311,9 @@ def _stand_in(file: pytest.Collector, wanted: list[str]) -> pytest.Function:
     return pytest.Function.from_parent(file, name=STAND_IN, callobj=marked)
 
 
-def _request(stand_in: pytest.Function) -> pytest.FixtureRequest:
-    """The stand-in's fixture request.  Private pytest API, unavoidable: a
-    test's request is ``item._request``; ``tests/test_shared.py`` fails
-    loudly if it changes."""
-    request: pytest.FixtureRequest = stand_in._request
-    return request
-
-
 def _last_definition(stand_in: pytest.Function, name: str) -> Any:
-    """The definition of ``name`` the stand-in uses (the closest), or None.
-    Private pytest API, unavoidable: a test's fixture definitions by name are
-    in ``item._fixtureinfo.name2fixturedefs``; ``tests/test_shared.py``
-    fails loudly if it changes."""
-    definitions = stand_in._fixtureinfo.name2fixturedefs.get(name)
+    """The definition of ``name`` the stand-in uses (the closest), or None."""
+    definitions = pytest_private.fixture_definitions(stand_in).get(name)
     return definitions[-1] if definitions else None
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pluggy
 
 import pytest_isolation
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.words import counted
 
 #: A thread's heading in a dump: ``Current thread 0x... (most recent call first):``,
@@ -29,6 +30,7 @@ FRAME = re.compile(r'^  File "(?P<path>.*)", line (?:\d+|\?\?\?) in .*$')
 #: list of extension modules, a thread without Python frames, a cut stack.
 DUMP_LINE = re.compile(r"^(Fatal Python error: |Extension modules: |  <no Python frame>|  \.\.\.)")
 
+_PYTEST_DIR = f"/{pytest_private.PYTEST_PACKAGE}/"
 _RUNNER_DIRS = tuple(
     str(Path(module.__file__).resolve().parent) + "/"
     for module in (pytest_isolation, pluggy)
@@ -42,7 +44,7 @@ def _is_runner(path: str) -> bool:
     (``threading``); only the outermost run of them is left out."""
     if path in ("<frozen runpy>", "<string>") or path.endswith(("/runpy.py", "/threading.py")):
         return True
-    if "/_pytest/" in path or path.endswith("/pytest/__main__.py"):
+    if _PYTEST_DIR in path or path.endswith("/pytest/__main__.py"):
         return True
     if "/xdist/" in path or "/execnet/" in path:  # a pytest-xdist worker's start
         return True

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import names
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
@@ -365,12 +366,9 @@ def shared_basetemp(config: pytest.Config) -> Path | None:
 
     Without it every child would make a basetemp of its own: a new
     ``pytest-N`` per file (pytest keeps only the last three), or, with
-    ``--basetemp``, wipe the directories of the files before it.  Private
-    pytest API, unavoidable: outside a test the factory is only reachable as
-    ``config._tmp_path_factory``; ``tests/test_controller.py`` fails loudly if
-    that changes.
+    ``--basetemp``, wipe the directories of the files before it.
     """
-    factory: pytest.TempPathFactory | None = getattr(config, "_tmp_path_factory", None)
+    factory = pytest_private.tmp_path_factory(config)
     return None if factory is None else factory.getbasetemp()
 
 

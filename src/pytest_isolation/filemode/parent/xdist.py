@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Generator
 from collections.abc import Sequence
 from typing import Any
+from typing import cast
 
 import pytest
 
+from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
-from pytest_isolation.core.xdist import worker_interactor
 from pytest_isolation.filemode import compat
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
@@ -40,13 +41,15 @@ class WorkerFileMode:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         """Let xdist send a file's real tests' reports while it runs the placeholder."""
-        interactor = worker_interactor(self.config)
-        items = getattr(getattr(interactor, "session", None), "items", None)
-        index = getattr(interactor, "item_index", None)
-        if items is None or index is None or items[index].nodeid == report.nodeid:
+        running = pytest_private.worker_running(self.config)
+        if running is None:
+            return (yield)
+        items, index = running
+        if items[index].nodeid == report.nodeid:
             return (yield)
         placeholder = items[index]
-        items[index] = ChildTest.for_nodeid(placeholder.parent, report.nodeid)
+        file = cast(pytest.Collector, placeholder.parent)  # a placeholder is under its file
+        items[index] = ChildTest.for_nodeid(file, report.nodeid)
         try:
             return (yield)
         finally:
