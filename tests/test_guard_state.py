@@ -11,10 +11,10 @@ import pytest
 from pytest_isolation.guard import dictversion
 from pytest_isolation.guard import tracked
 from pytest_isolation.guard.attributes import Attributes
-from pytest_isolation.guard.process import IMPORT_SYSTEM
-from pytest_isolation.guard.process import INTERPRETER
+from pytest_isolation.guard.interpreter import IMPORT_SYSTEM
+from pytest_isolation.guard.interpreter import INTERPRETER
+from pytest_isolation.guard.loggers import ROOT_LOGGER
 from pytest_isolation.guard.process import PROCESS
-from pytest_isolation.guard.process import ROOT_LOGGER
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import Slots
 

@@ -41,16 +41,16 @@ class Sharding:
                 "one file every job reads (committed): the durations in each job's pytest cache "
                 "differ, so the shards would overlap and leave files out"
             )
-        self.store = bool(config.getoption("isolation_store_durations"))
+        store = bool(config.getoption("isolation_store_durations"))
         store_path = self.durations_file or config.rootpath / DEFAULT_DURATIONS
         self.store_target = (
-            outputs.checked(store_path, "--isolation-store-durations") if self.store else None
+            outputs.checked(store_path, "--isolation-store-durations") if store else None
         )
         #: Why the durations could not be stored at the end, for the summary.
         self.failed: str | None = None
         self.known: dict[str, float] = {}
         # A file to read must exist, unless this run is the one writing it.
-        if self.durations_file is not None and (not self.store or self.durations_file.exists()):
+        if self.durations_file is not None and (not store or self.durations_file.exists()):
             self.known = split.load_durations(self.durations_file, named)
         cache = getattr(config, "cache", None)
         if not self.known and cache is not None:

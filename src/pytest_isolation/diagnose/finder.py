@@ -1,18 +1,15 @@
-"""The polluter finder's search: probes, the bisection and what it prints.
-Imported only when ``--isolation-find-polluter`` is given (see
+"""The polluter finder's search: the bisection and what it prints (its
+probes are :mod:`.probing`'s).  Imported only when
+``--isolation-find-polluter`` is given (see
 :mod:`pytest_isolation.diagnose.plugin`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shlex
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,109 +19,13 @@ import pytest
 
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
-from pytest_isolation.core.names import PROBE_ENV
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.words import counted
 from pytest_isolation.diagnose.bisection import search
-
-#: Options of the finder itself, and others that change what a probe runs or
-#: where it reports: left out of the probes, with their values.
-_TAKE_VALUE = frozenset(
-    {
-        "--isolation-find-polluter",
-        "--isolation-probes",
-        "--isolation-find-timeout",
-        "--isolation-find-json",
-        "--isolation-report",
-        "--isolation-mode",
-        "--isolation-shard",
-        "--isolation-retries",
-        "--isolation-timeout",
-        "--isolation-json",
-        "--isolation-for",
-        "--isolation-since",
-        "-n",
-        "--numprocesses",
-        "--maxfail",
-        "--randomly-seed",
-        "--lfnf",
-        "--last-failed-no-failures",
-        "--junitxml",
-        "--junit-xml",
-        "--basetemp",  # parallel probes must not share (and empty) one directory
-    }
-)
-_DROP = frozenset(
-    {
-        "--lf",
-        "--last-failed",
-        "--ff",
-        "--failed-first",
-        "--nf",
-        "--new-first",
-        "--sw",
-        "--stepwise",
-        "--sw-skip",
-        "--stepwise-skip",
-        "--sw-reset",  # probes run without the cache, so without pytest's stepwise
-        "--stepwise-reset",
-        "--cache-clear",
-        "-x",
-        "--exitfirst",
-        "--pdb",
-        "--trace",
-        "--isolation-dry-run",
-        "--isolation-explain",
-        "--randomly-dont-reorganize",
-        "--randomly-dont-reset-seed",
-    }
-)
-
-
-#: A run report the ini file asks for is the user's run's: a probe writes none.
-_NO_REPORT = ("-o", "isolation_report=")
-
-
-class FindError(Exception):
-    """Bad input to the finder: the message names the option and value."""
-
-
-class OutOfTime(Exception):
-    pass
-
-
-@dataclasses.dataclass
-class Outcome:
-    victim: str
-    leaks: list[dict[str, Any]]
-    collected: list[str]
-    errors: list[str]
-    #: The victim's failure text, when it failed.
-    failure: str = ""
-
-
-def probe_options(config: pytest.Config) -> list[str]:
-    """The invocation's options for the probes: without its test paths, the
-    finder's options, and what would change a probe's selection or order."""
-    args = [str(a) for a in config.invocation_params.args]
-    positional = set(config.args) if config.args_source == pytest.Config.ArgsSource.ARGS else set()
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if arg in positional or name in _DROP:
-            continue
-        if name in _TAKE_VALUE:
-            skip = "=" not in arg
-            continue
-        if arg.startswith("-n") and arg[2:] and (arg[2:].isdigit() or arg[2:] == "auto"):
-            continue
-        kept.append(arg)
-    return kept
-
+from pytest_isolation.diagnose.probing import FindError
+from pytest_isolation.diagnose.probing import OutOfTime
+from pytest_isolation.diagnose.probing import Prober
+from pytest_isolation.diagnose.probing import probe_options
 
 #: How many of the culprits' leaks the finder shows, most likely first.
 LEAKS_SHOWN = 5
@@ -182,40 +83,44 @@ def _kind(leak: dict[str, Any]) -> int:
     return LIKELY.index(kind) if kind in LIKELY else len(LIKELY)
 
 
+@dataclasses.dataclass
+class Progress:
+    """How far a search has come: for its lines, and for where it was when
+    its time ran out."""
+
+    #: When it started (``time.monotonic()``).
+    started: float
+    #: The probes of the bisections and of the checks for another polluter.
+    probes: int = 0
+    #: Where the search is before the bisection (what a time limit cut
+    #: short); None once the bisection has begun, which counts its probes.
+    stage: str | None = "while collecting the tests"
+    #: How many candidates the current round of the search has left.
+    left: str = ""
+
+
 class Finder:
-    """One search: the victim, the probes' options and limits, and what the
-    probes have answered so far (every set already run, the JSON result)."""
+    """One search: the victim, its probes (how they run and how far they
+    have come), and what they have answered so far (every set already run,
+    the JSON result)."""
 
     def __init__(self, config: pytest.Config, victim: str) -> None:
         self.config = config
         self.victim = self._nodeid(victim)
-        self.width = options.count(config, "isolation_probes", minimum=1) or 1
+        width = options.count(config, "isolation_probes", minimum=1) or 1
         limit = options.seconds(config, "isolation_find_timeout")
-        self.started = time.monotonic()
-        self.deadline = None if limit is None else self.started + limit
+        self.progress = Progress(started=time.monotonic())
+        deadline = None if limit is None else self.progress.started + limit
         self.limit = limit
-        self.options = probe_options(config)
-        if not any(arg.split("=", 1)[0] == "--rootdir" for arg in self.options):
-            # Without an ini file the rootdir comes from the paths given: a
-            # probe given other paths would get another, and other node ids.
-            self.options.append(f"--rootdir={config.rootpath}")
-        if config.pluginmanager.has_plugin("xdist"):
-            self.options += ["-n", "0"]
-        self.paths = list(config.args)
+        self.prober = Prober(config, self.victim, width, deadline)
         found = options.path(config, "isolation_find_json")
         #: Checked now: a bad path must not cost the whole search.
         self.json_target = None if found is None else outputs.checked(*found)
-        self.probes = 0
-        #: Where the search is before the bisection (what a time limit cut
-        #: short); None once the bisection has begun, which counts its probes.
-        self.stage: str | None = "while collecting the tests"
         #: Each set already run, with whether it reproduced.
         self.known: dict[tuple[str, ...], bool] = {}
         self.goal = "failed"
         #: The victim's failure text from the last probe where it failed.
         self.failure = ""
-        #: How many candidates the current round of the search has left.
-        self.left = ""
         self.order: list[str] = []
         self.result: dict[str, Any] = {"version": 1, "victim": self.victim}
 
@@ -238,13 +143,6 @@ class Finder:
             ) from None
         return f"{path}::{names}"
 
-    def _argument(self, nodeid: str) -> str:
-        """A node id (rootdir-relative) as an argument of a probe, which runs
-        in the invocation directory, as the user's pytest did."""
-        path, _, names = nodeid.partition("::")
-        where = os.path.relpath(self.config.rootpath / path, self.config.invocation_params.dir)
-        return f"{Path(where).as_posix()}::{names}"
-
     # -- output --------------------------------------------------------------------
 
     def say(self, line: str) -> None:
@@ -252,110 +150,6 @@ class Finder:
         sys.stdout.flush()
 
     # -- probes --------------------------------------------------------------------
-
-    def _remaining(self) -> float | None:
-        if self.deadline is None:
-            return None
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise OutOfTime
-        return left
-
-    def _start(self, args: Sequence[str]) -> tuple[subprocess.Popen[bytes], str]:
-        handle, path = tempfile.mkstemp(prefix="isolation-probe-", suffix=".json")
-        os.close(handle)
-        env = {**os.environ, PROBE_ENV: path}
-        command = [sys.executable, "-m", "pytest", *args]
-        process = subprocess.Popen(
-            command,
-            cwd=self.config.invocation_params.dir,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        return process, path
-
-    def _finish(self, process: subprocess.Popen[bytes], path: str) -> Outcome:
-        try:
-            _, stderr = process.communicate(timeout=self._remaining())
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            os.unlink(path)
-            raise OutOfTime from None
-        try:
-            with open(path, encoding="utf-8") as file:
-                data = json.load(file)
-        except (OSError, ValueError):
-            tail = stderr.decode(errors="replace").strip().splitlines()[-5:]
-            raise FindError(
-                "a probe run of pytest ended without a result (exit code "
-                f"{process.returncode}): " + " / ".join(tail)
-            ) from None
-        finally:
-            if os.path.exists(path):
-                os.unlink(path)
-        return Outcome(
-            victim=data["outcomes"].get(self.victim, "not run"),
-            leaks=data["leaks"],
-            collected=data["collected"],
-            errors=data["collection_errors"],
-            failure=data.get("failures", {}).get(self.victim, ""),
-        )
-
-    def _run_many(self, runs: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> list[Outcome]:
-        common = [
-            *self.options,
-            *_NO_REPORT,
-            "-p",
-            "pytest_isolation.diagnose.probe",
-            "-p",
-            "no:randomly",
-            "-p",
-            "no:cacheprovider",
-            "--isolation-leaks=off",
-            *extra,
-        ]
-        outcomes: list[Outcome] = []
-        for start in range(0, len(runs), self.width):
-            batch = [
-                self._start([*common, *map(self._argument, nodeids)])
-                for nodeids in runs[start : start + self.width]
-            ]
-            try:
-                outcomes += [self._finish(process, path) for process, path in batch]
-            except BaseException:
-                for process, path in batch:
-                    if process.poll() is None:
-                        os.killpg(process.pid, signal.SIGKILL)
-                        process.wait()
-                    if os.path.exists(path):
-                        os.unlink(path)
-                raise
-        return outcomes
-
-    def _collect(self) -> list[str]:
-        """The run's order: pytest-randomly's, where it is on, with this
-        run's seed (the probes then run without it, in this order)."""
-        seed = []
-        if self.config.pluginmanager.has_plugin("randomly"):
-            seed = [f"--randomly-seed={self.config.getoption('randomly_seed')}"]
-        args = [
-            *self.options,
-            *seed,
-            *_NO_REPORT,
-            "-p",
-            "pytest_isolation.diagnose.probe",
-            "-p",
-            "no:cacheprovider",
-            "--isolation-leaks=off",
-            "--collect-only",
-            "-q",
-            *self.paths,
-        ]
-        outcome = self._finish(*self._start(args))
-        return outcome.collected
 
     def reproduces(self, sets: Sequence[Sequence[tuple[str, ...]]]) -> list[bool]:
         """Whether the victim's outcome comes back after each set; a set already
@@ -365,20 +159,20 @@ class Finder:
             chosen = {nodeid for unit in units for nodeid in unit}
             runs.append((*(n for n in self.order if n in chosen), self.victim))
         new = [run for run in dict.fromkeys(runs) if run not in self.known]
-        for run, outcome in zip(new, self._run_many(new), strict=True):
-            self.probes += 1
+        for run, outcome in zip(new, self.prober.run_many(new), strict=True):
+            self.progress.probes += 1
             self.known[run] = outcome.victim == self.goal
             if outcome.failure:
                 self.failure = outcome.failure
             verb = _verb(outcome.victim)
             count = len(run) - 1
             tests = counted(count, "test")
-            left = f" ({self.left})" if self.left else ""
-            self.say(f"probe {self.probes}{left}: after {tests} it {verb}")
+            left = f" ({self.progress.left})" if self.progress.left else ""
+            self.say(f"probe {self.progress.probes}{left}: after {tests} it {verb}")
         return [self.known[run] for run in runs]
 
     def _note(self, text: str) -> None:
-        self.left = text
+        self.progress.left = text
 
     # -- the search ------------------------------------------------------------------
 
@@ -387,12 +181,12 @@ class Finder:
             code = self._search()
         except OutOfTime:
             limited = options.raw(self.config, "isolation_find_timeout")[1]
-            where = self.stage or f"after {_probes(self.probes)}"
+            where = self.progress.stage or f"after {_probes(self.progress.probes)}"
             self.say(f"gave up: {limited}={self.limit:g} s ran out {where}")
             self.result["outcome"] = "timed-out"
             code = 1
-        self.result["probes"] = self.probes
-        self.result["seconds"] = round(time.monotonic() - self.started, 3)
+        self.result["probes"] = self.progress.probes
+        self.result["seconds"] = round(time.monotonic() - self.progress.started, 3)
         if self.json_target is not None:
             failed = outputs.write(self.json_target, json.dumps(self.result, indent=2) + "\n")
             if failed is not None:
@@ -401,7 +195,7 @@ class Finder:
 
     def _search(self) -> int:
         victim = self.victim
-        self.order = self._collect()
+        self.order = self.prober.collect()
         if victim not in self.order:
             raise FindError(
                 f"--isolation-find-polluter: {victim} is not collected by these paths and "
@@ -411,8 +205,8 @@ class Finder:
         files = _files(preceding)
         before = f"{counted(len(preceding), 'test')} in {counted(len(files), 'file')}"
         self.say(f"{victim}: {before} run before it")
-        self.stage = f"while running {victim} alone"
-        alone = self._run_many([[victim]])[0].victim
+        self.progress.stage = f"while running {victim} alone"
+        alone = self.prober.run_many([[victim]])[0].victim
         if alone == "not run":
             raise FindError(
                 f"--isolation-find-polluter: {victim} did not run when asked for alone "
@@ -426,9 +220,11 @@ class Finder:
         else:
             self.result["kind"] = "polluter"
             self.say(f"alone it {_verb(alone)}")
-        self.stage = f"while running it after the {counted(len(preceding), 'test')} before it"
-        after_all = self._run_many([[*preceding, victim]])[0]
-        self.stage = None
+        self.progress.stage = (
+            f"while running it after the {counted(len(preceding), 'test')} before it"
+        )
+        after_all = self.prober.run_many([[*preceding, victim]])[0]
+        self.progress.stage = None
         after = after_all.victim
         self.failure = after_all.failure or self.failure
         self.result["after_all"] = after
@@ -443,7 +239,7 @@ class Finder:
         verb = _verb(after)
         self.say(f"after all {counted(len(preceding), 'test')} before it, it {verb}: bisecting")
         self.known[(*preceding, victim)] = True
-        culprits = search(files, self.reproduces, self.width, self._note)
+        culprits = search(files, self.reproduces, self.prober.width, self._note)
         self.result["culprits"] = culprits
         self.result["outcome"] = "found"
         self._report(culprits)
@@ -460,19 +256,19 @@ class Finder:
         for _ in range(MORE_ROUNDS):
             left = [nodeid for nodeid in left if nodeid not in culprits]
             run = (*left, self.victim)
-            outcome = self._run_many([run])[0]
-            self.probes += 1
+            outcome = self.prober.run_many([run])[0]
+            self.progress.probes += 1
             self.known[run] = outcome.victim == self.goal
             them = "it" if not found and len(culprits) == 1 else "them"
             verb = _verb(outcome.victim)
             count = counted(len(left), "test")
-            said = f"probe {self.probes}: without {them}, after the other {count} it"
+            said = f"probe {self.progress.probes}: without {them}, after the other {count} it"
             if outcome.victim != self.goal:
                 self.say(f"{said} {verb}: no other polluter")
                 self.result["others"] = found
                 return
             self.say(f"{said} still fails: another polluter; bisecting again")
-            culprits = search(_files(left), self.reproduces, self.width, self._note)
+            culprits = search(_files(left), self.reproduces, self.prober.width, self._note)
             found.append(culprits)
             first = dict(self.result)
             self._report(culprits)
@@ -484,11 +280,14 @@ class Finder:
         victim = self.victim
         role = "polluter" if self.goal == "failed" else "state-setter"
         if len(culprits) == 1:
-            self.say(f"{role}: {culprits[0]} ({_probes(self.probes)})")
+            self.say(f"{role}: {culprits[0]} ({_probes(self.progress.probes)})")
         else:
-            self.say(f"{role}s, needed together: {', '.join(culprits)} ({_probes(self.probes)})")
+            self.say(
+                f"{role}s, needed together: {', '.join(culprits)} ({_probes(self.progress.probes)})"
+            )
         leaks = rank(
-            self._run_many([culprits], extra=["--isolation-leaks=warn"])[0].leaks, self.failure
+            self.prober.run_many([culprits], extra=["--isolation-leaks=warn"])[0].leaks,
+            self.failure,
         )
         self.result["leaks"] = leaks
         if leaks:
@@ -505,7 +304,7 @@ class Finder:
         options = _without_plugin(probe_options(self.config), "isolation")
         command = [
             "pytest",
-            *map(self._argument, [*culprits, victim]),
+            *map(self.prober.argument, [*culprits, victim]),
             *options,
             "-p",
             "isolation",
@@ -523,7 +322,8 @@ class Finder:
             self.say("--isolation-mode=file does not prevent it: they are in the same file")
             self.result["file_mode_prevents"] = False
             return
-        checked = self._run_many([[*culprits, victim]], extra=["--isolation-mode=file"])[0].victim
+        in_file_mode = ["--isolation-mode=file"]
+        checked = self.prober.run_many([[*culprits, victim]], extra=in_file_mode)[0].victim
         prevents = checked != self.goal
         self.result["file_mode_prevents"] = prevents
         if self.goal == "failed":

@@ -85,7 +85,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     # Imported only when asked for: every pytest process (file-mode children too) loads this module.
     from pytest_isolation.diagnose.finder import Finder
-    from pytest_isolation.diagnose.finder import FindError
+    from pytest_isolation.diagnose.probing import FindError
 
     try:
         finder = Finder(config, str(victim))

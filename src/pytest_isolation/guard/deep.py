@@ -22,9 +22,9 @@ from typing import Any
 from pytest_isolation.core.words import counted
 from pytest_isolation.guard import bindings
 from pytest_isolation.guard import dictversion
-from pytest_isolation.guard.attributes import Space
-from pytest_isolation.guard.process import LibraryLogger
-from pytest_isolation.guard.process import module_logger
+from pytest_isolation.guard.loggers import LibraryLogger
+from pytest_isolation.guard.loggers import module_logger
+from pytest_isolation.guard.namespaces import Space
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Change
 from pytest_isolation.guard.state import Flat
@@ -86,7 +86,8 @@ def _containers_in(
             by_container[id(value)] = (key, value, imported)
             continue
         # Reached under a second name: only now is each module's source read
-        # for its ``from x import y`` (parsing every module cost seconds).
+        # for its ``from x import y`` (parsing every module is too slow on a
+        # large suite).
         first_key, _, first_imported = seen
         if (imported(), len(key), key) < (first_imported(), len(first_key), first_key):
             by_container[id(value)] = (key, value, imported)

@@ -34,10 +34,10 @@ import pytest
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.attributes import equal_for_real
-from pytest_isolation.guard.attributes import identical
 from pytest_isolation.guard.deep import CONTAINERS
 from pytest_isolation.guard.deep import Content
 from pytest_isolation.guard.leftovers import TOOL_FILES
+from pytest_isolation.guard.namespaces import identical
 from pytest_isolation.guard.routine import classify
 from pytest_isolation.guard.routine import hides_a_default
 from pytest_isolation.guard.routine import private

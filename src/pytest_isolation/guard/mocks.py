@@ -302,9 +302,9 @@ class _LivePatchers:
 
     An instance holds a reference to its class, so the class's reference
     count is the number of instances plus a base (its module's names, its
-    MRO, ...).  The heap is walked (``gc.get_referrers``, in C, but as long as
-    the heap is large: milliseconds on a Django suite) only when that count is
-    not what the instances found by the last walk, those of them still alive,
+    MRO, ...).  The heap is walked (``gc.get_referrers``, in C, but over the
+    whole heap, which is long on a large suite) only when that count is not
+    what the instances found by the last walk, those of them still alive,
     explain: a patcher made since, or another reference to the class taken or
     dropped.  A new patcher and a dropped reference in the same window would
     cancel out; the leak is then still put back key by key, only not through
@@ -319,8 +319,8 @@ class _LivePatchers:
         references = sys.getrefcount(pytest.MonkeyPatch)
         if references != self.base + len(self.known):
             # An instance of a class refers to its class, and the collector's
-            # walk for referrers runs in C: about five times faster than a
-            # Python loop over ``gc.get_objects()`` on a large heap.
+            # walk for referrers runs in C: faster than a Python loop over
+            # ``gc.get_objects()`` on a large heap.
             # In a file's child, the walk leaves the inherited objects frozen:
             # a patcher made before the fork is not one of this file's tests'.
             with frozen.unobserved():

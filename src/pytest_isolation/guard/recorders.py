@@ -82,8 +82,8 @@ class Recorders:
         key = ("attribute", f"{module.__name__}.{name}")
         if key in self.seen:
             # The window's first write of a key names where it was made: a
-            # time patcher writes the same names at every start and stop, and
-            # walking the stack for each write cost humanize's suite 3 %.
+            # time patcher writes the same names at every start and stop, too
+            # often to walk the stack for each write.
             return
         try:  # inside the test's own setattr: never raise into it
             site, importing = self.sites.locate()

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from pytest_isolation.core.records import Leak
+from pytest_isolation.guard.interpreter import StreamState
 from pytest_isolation.guard.messages import describe
 from pytest_isolation.guard.messages import fold_reimports
 from pytest_isolation.guard.messages import part_of_reimport
@@ -18,7 +19,6 @@ from pytest_isolation.guard.mocks import forgotten_monkeypatches
 from pytest_isolation.guard.mocks import monkeypatch_records
 from pytest_isolation.guard.mocks import start_site
 from pytest_isolation.guard.mocks import stop_patches
-from pytest_isolation.guard.process import StreamState
 from pytest_isolation.guard.recorders import Recorders
 from pytest_isolation.guard.safety import kept_because
 from pytest_isolation.guard.sites import BY_MONKEYPATCH

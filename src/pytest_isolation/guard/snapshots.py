@@ -5,22 +5,22 @@ two tiers.  Adding a kind of state is adding a category here."""
 from __future__ import annotations
 
 from pytest_isolation.guard.attributes import Attributes
-from pytest_isolation.guard.attributes import Space
-from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.deep import Containers
 from pytest_isolation.guard.deep import LoggerConfig
+from pytest_isolation.guard.interpreter import IMPORT_SYSTEM
+from pytest_isolation.guard.interpreter import INTERPRETER
+from pytest_isolation.guard.interpreter import SysModules
+from pytest_isolation.guard.loggers import ROOT_LOGGER
+from pytest_isolation.guard.loggers import Loggers
 from pytest_isolation.guard.mocks import FakeFilesystem
 from pytest_isolation.guard.mocks import MockPatches
-from pytest_isolation.guard.process import IMPORT_SYSTEM
-from pytest_isolation.guard.process import INTERPRETER
+from pytest_isolation.guard.namespaces import Space
 from pytest_isolation.guard.process import PROCESS
-from pytest_isolation.guard.process import ROOT_LOGGER
 from pytest_isolation.guard.process import Environ
-from pytest_isolation.guard.process import Loggers
-from pytest_isolation.guard.process import SysModules
 from pytest_isolation.guard.process import WorkingDirectory
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.watchlist import Watchlist
 from pytest_isolation.guard.windows import Tier
 
 
@@ -31,8 +31,8 @@ class Snapshots:
 
     def __init__(self, sites: Sites, watch: Watchlist, deep: bool) -> None:
         self.watch = watch
-        #: Class-level containers only in the deep tier: comparing every
-        #: class's dicts after every test cost pygments' suite minutes.
+        #: Class-level containers only in the deep tier: a project's classes
+        #: can hold too many (a lexer's token tables) to compare after every test.
         self.deep = deep
         self.attributes = Attributes(sites)
         self.containers = Containers(nest_everywhere=deep)

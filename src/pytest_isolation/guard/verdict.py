@@ -10,19 +10,19 @@ import types
 
 from pytest_isolation.guard import allow
 from pytest_isolation.guard import bindings
-from pytest_isolation.guard.attributes import COMMON_STDLIB
-from pytest_isolation.guard.attributes import Watchlist
 from pytest_isolation.guard.deep import Containers
 from pytest_isolation.guard.deep import Content
+from pytest_isolation.guard.interpreter import SysModules
+from pytest_isolation.guard.loggers import module_logger
 from pytest_isolation.guard.messages import subject
 from pytest_isolation.guard.mocks import stand_in
-from pytest_isolation.guard.process import SysModules
-from pytest_isolation.guard.process import module_logger
 from pytest_isolation.guard.routine import classify
 from pytest_isolation.guard.routine import private
 from pytest_isolation.guard.sites import Sites
 from pytest_isolation.guard.state import MISSING
 from pytest_isolation.guard.state import Category
+from pytest_isolation.guard.watchlist import COMMON_STDLIB
+from pytest_isolation.guard.watchlist import Watchlist
 from pytest_isolation.guard.windows import Diffs
 from pytest_isolation.guard.windows import Found
 from pytest_isolation.guard.windows import Tier

@@ -178,6 +178,21 @@ class FixtureWindows:
         return alive[0] if alive else None
 
 
+@dataclasses.dataclass
+class OpenWindows:
+    """The windows open now and where they are: a test's, the file's it is
+    in (and that file), whether the teardown running is the last test's (of
+    the run, or of a file's process), and the process whose state the
+    snapshots are of."""
+
+    pid: int
+    window: Window | None = None
+    file_window: Window | None = None
+    file_path: Path | None = None
+    #: In the teardown of the last test (of the run, or of a file's process).
+    last_teardown: bool = False
+
+
 def follows(category: Category, key: str, old: object, delta: Delta, new: object) -> bool:
     """Whether applying ``delta`` to ``old`` gives ``new``: the same value,
     a value the category does not count as changed from it (a named logger
