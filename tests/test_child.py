@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_isolation.filemode import junit
-from pytest_isolation.filemode.child.plugin import _detach_terminal
+from pytest_isolation.filemode.child.terminal import detach_terminal as _detach_terminal
 
 
 def test_detached_terminal_keeps_the_terminal_writer(pytester: pytest.Pytester) -> None:

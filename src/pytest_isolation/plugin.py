@@ -111,7 +111,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.stash[LAST_WORDS] = words
         config.add_cleanup(functools.partial(_say_last_words, words))
     if child is not None:  # before any plugin's configure asks if it is an xdist worker
-        from pytest_isolation.filemode.child.plugin import adopt_worker_identity
+        from pytest_isolation.filemode.child.start import adopt_worker_identity
         from pytest_isolation.filemode.wire import ChildSpec
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
@@ -143,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _stop_parent_phase(config)  # no record, or (an xdist controller) no children of its own
     filemode.register_late_opt_in(config, settings)
     if child is not None:
-        from pytest_isolation.filemode.child.plugin import install_spawned
+        from pytest_isolation.filemode.child.start import install_spawned
         from pytest_isolation.filemode.wire import ChildSpec
 
         install_spawned(config, ChildSpec.from_env(child))

@@ -51,6 +51,7 @@ CHILD_CONFIGURE_IMPORTS = (
     "pdb",
     "pytest_isolation.diagnose.patches",
     "pytest_isolation.filemode.child.plugin",
+    "pytest_isolation.filemode.child.start",
     "pytest_isolation.filemode.compat",
     "pytest_isolation.guard.watch",
 )

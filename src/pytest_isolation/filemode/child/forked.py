@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.filemode.child.collection import run_loop_logging_kept
 from pytest_isolation.filemode.child.loops import run_suite_loops
 from pytest_isolation.filemode.child.plugin import ChildPlugin
 from pytest_isolation.filemode.child.plugin import finish
-from pytest_isolation.filemode.child.plugin import run_loop_logging_kept
 
 Tests = Iterator[tuple[pytest.Item, "pytest.Item | None"]]
 

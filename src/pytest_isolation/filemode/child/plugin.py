@@ -13,12 +13,9 @@ only, so a child starts light (``lint-imports`` keeps it so).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
-import tempfile
 import traceback
-from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -28,30 +25,27 @@ from typing import NamedTuple
 
 import pytest
 
-from pytest_isolation.core import frozen
-from pytest_isolation.core import keys
-from pytest_isolation.core import names
-from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
-from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
-from pytest_isolation.core.xdist import is_worker
-from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import placement
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child import inherited
 from pytest_isolation.filemode.child import session_end
+from pytest_isolation.filemode.child.collection import named_as_in_the_run
+from pytest_isolation.filemode.child.collection import with_directories
 from pytest_isolation.filemode.child.depth import call_deeper
 from pytest_isolation.filemode.child.depth import headroom
 from pytest_isolation.filemode.child.loops import call_suite_impls
 from pytest_isolation.filemode.child.loops import run_suite_loops
 from pytest_isolation.filemode.child.loops import suite_impls
 from pytest_isolation.filemode.child.loops import suite_loops
+from pytest_isolation.filemode.child.terminal import TerminalStandIn
+from pytest_isolation.filemode.child.terminal import detach_terminal
 from pytest_isolation.filemode.shared import SHARED_VALUES
 from pytest_isolation.filemode.shared import flush_files
 from pytest_isolation.filemode.wire import COLLECTED
@@ -79,7 +73,6 @@ from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import Sender
-from pytest_isolation.filemode.wire import receive
 from pytest_isolation.filemode.wire import sendable_properties
 from pytest_isolation.record.executed import Recorder
 
@@ -148,7 +141,7 @@ class ChildPlugin:
         try:
             if self.parent_collector is None:
                 session.config.args = paths
-                self.wanted = _with_directories(paths)
+                self.wanted = with_directories(paths)
                 try:
                     with named_as_in_the_run(session, set(paths) - set(self.spec.named)):
                         session.perform_collect()
@@ -262,8 +255,8 @@ class ChildPlugin:
         """A plugin that replaces the terminal reporter after the child detached
         it (pytest-instafail, in a spawned child's configure) is detached too."""
         is_reporter = manager.get_name(plugin) == "terminalreporter"
-        if is_reporter and not isinstance(plugin, _TerminalStandIn):
-            _detach_terminal(self.config, self.write_terminal)
+        if is_reporter and not isinstance(plugin, TerminalStandIn):
+            detach_terminal(self.config, self.write_terminal)
 
     def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
         self.partial = True
@@ -409,15 +402,6 @@ class ChildPlugin:
             raise error
 
 
-def _with_directories(paths: list[str]) -> set[Path]:
-    """``paths`` and every directory above them."""
-    found: set[Path] = set()
-    for path in map(Path, paths):
-        found.add(path)
-        found.update(path.parents)
-    return found
-
-
 def _written_to_stderr() -> int:
     """The size of this child's stderr file (-1 when it is not a file)."""
     try:
@@ -470,69 +454,6 @@ class Interruption(NamedTuple):
     where: tuple[str, int] | None = None
 
 
-def prepare(config: pytest.Config, fd: int) -> ChildPlugin:
-    """Turn this process's pytest into a child that reports on ``fd``."""
-    plugin = ChildPlugin(config, Sender(fd))
-    _detach_terminal(config, plugin.write_terminal)
-    manager = config.pluginmanager
-    manager.register(plugin, names.CHILD)
-    junit.install_in_child(config, plugin.record_junit)
-    plugin.live = True
-    config.stash[IN_CHILD] = True  # imports and the file's end are contained by this process
-    return plugin
-
-
-def _detach_terminal(config: pytest.Config, forward: Callable[[str], None] | None = None) -> None:
-    """Stop the child's terminal reporter from printing; the parent reports.
-
-    ``config.get_terminal_writer()`` must keep working (pytest before 9.1
-    calls it to explain failed ``==`` assertions; ``--setup-show`` and live
-    logs write through it), so a hook-less stand-in keeps the reporter's
-    writer under the reporter's name, and what is written with it goes to
-    ``forward``: the parent writes it in its place among the replayed
-    reports.
-    """
-    manager = config.pluginmanager
-    reporter = manager.get_plugin("terminalreporter")
-    if reporter is None:
-        return
-    writer = pytest_private.terminal_writer(reporter)
-    if forward is not None and not isinstance(pytest_private.writer_file(writer), _Forwarding):
-        pytest_private.set_writer_file(writer, _Forwarding(forward))
-    manager.unregister(reporter)
-    manager.register(_TerminalStandIn(config, writer), "terminalreporter")
-
-
-class _Forwarding:
-    """The stream of the child's terminal writer: each write goes to the parent."""
-
-    encoding = "utf-8"
-
-    def __init__(self, forward: Callable[[str], None]) -> None:
-        self.forward = forward
-
-    def write(self, text: str) -> int:
-        if text:
-            self.forward(text)
-        return len(text)
-
-    def flush(self) -> None:
-        return None
-
-
-class _TerminalStandIn:
-    """Holds the detached reporter's writer; implements no hooks.
-
-    ``stats`` stays empty: plugins that tidy the reporter's statistics
-    (pytest-rerunfailures) find nothing to tidy; the parent keeps the real ones.
-    """
-
-    def __init__(self, config: pytest.Config, writer: object) -> None:
-        self.config = config
-        pytest_private.set_terminal_writer(self, writer)
-        self.stats: dict[str, list[object]] = {}
-
-
 def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
     """End the session, tell the parent, and end the process."""
     interruption = plugin.interruption
@@ -575,146 +496,3 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
             plugin.sender.send(SERVER_ENDED, nodeid=plugin.spec.path)
         plugin.sender.send(EXITING, code=code)
     os._exit(code)
-
-
-def prepare_forked(session: pytest.Session) -> ChildPlugin:
-    """Make a forked copy of the parent a child; done once per fork server."""
-    config = session.config
-    for name in names.PARENT_ONLY:  # the parent's business
-        if config.pluginmanager.has_plugin(name):
-            config.pluginmanager.unregister(name=name)
-    for key in keys.PARENT_ONLY:
-        if key in config.stash:
-            del config.stash[key]
-    _leave_xdist(config)
-    # Inherited counters would stop pytest's logic in the child early.
-    session.testsfailed = 0
-    return prepare(config, -1)
-
-
-def _leave_xdist(config: pytest.Config) -> None:
-    """In a child forked from a pytest-xdist worker, stop xdist's worker plugin
-    from talking to the controller: the child reports to its parent only."""
-    interactor = pytest_private.worker_interactor(config) if is_worker(config) else None
-    if interactor is not None:
-        config.pluginmanager.unregister(interactor)
-
-
-def start_forked(
-    session: pytest.Session,
-    plugin: ChildPlugin,
-    control_fd: int,
-    fd: int,
-    parent: pytest.Collector | None = None,
-    environ: dict[str, str] | None = None,
-) -> ChildPlugin:
-    """In a forked child: wait for the file to run, start ``plugin`` for it
-    (:func:`collect_forked` collects it).
-
-    ``parent`` is the file's directory collector when known at fork time;
-    a child forked ahead of time finds it from the item index it is sent.
-    ``environ`` is the environment the run started with, which every file
-    starts from (a spawned child gets it too).
-    """
-    if environ is not None and os.environ != environ:
-        os.environ.clear()
-        os.environ.update(environ)
-    restart_capture(session.config)
-    plugin.sender = Sender(fd)
-    with os.fdopen(control_fd, "rb") as control:
-        message = next(receive(control), None)
-    if message is None:  # the parent no longer needs this child
-        os._exit(0)
-    # The parent froze its objects before forking (processes._before_fork):
-    # they stay frozen until a call that would see it (core.frozen).
-    frozen.keep_until_observed()
-    cov.measure_in_fork()
-    payload = message[1]
-    if parent is None:
-        placeholder = session.items[payload["index"]].parent
-        assert placeholder is not None
-        parent = placeholder.parent
-    plugin.start(payload["spec"], parent)
-    return plugin
-
-
-def collect_forked(session: pytest.Session) -> None:
-    """Collect a forked child's file, inside the run loop."""
-    with run_loop_logging_kept(session.config):
-        session.config.hook.pytest_collection(session=session)
-
-
-@contextlib.contextmanager
-def run_loop_logging_kept(config: pytest.Config) -> Iterator[None]:
-    """Give the root logger back the handlers of pytest's logging plugin
-    that a forked child's collection takes off.
-
-    A forked child collects inside the run loop, whose logging wrapper has
-    put on its handlers (live logs, ``--log-file``); the collection's
-    wrapper puts the same ones on and takes them off at its end.  In a
-    plain run the loop puts them on after the collection, whatever a test
-    module did to the root logger at import.
-    """
-    root = logging.getLogger()
-    before = list(root.handlers)
-    try:
-        yield
-    finally:
-        owned = pytest_private.logging_plugin_handlers(config)
-        for handler in before:
-            if any(handler is own for own in owned) and handler not in root.handlers:
-                root.addHandler(handler)
-
-
-@contextlib.contextmanager
-def named_as_in_the_run(session: pytest.Session, unnamed: set[str]) -> Iterator[None]:
-    """Collect the files of ``unnamed`` as the run does, which reached them
-    through a directory: a spawned child gets its file as an argument, and
-    pytest collects an argument as a test module whatever ``python_files``
-    says (a module that only ``--doctest-modules`` collects would be
-    imported as a test module too).
-
-    That pytest's Python collector asks ``Session.isinitpath`` before
-    ``python_files`` is a private detail
-    (:func:`.pytest_private.not_initial_paths`)."""
-    if not unnamed:
-        yield
-        return
-    with pytest_private.not_initial_paths(session, unnamed):
-        yield
-
-
-def restart_capture(config: pytest.Config) -> None:
-    """Give the child capture files of its own instead of the parent's,
-    under the same stream objects.
-
-    A module imported before the fork may hold the capture's streams (``from
-    sys import stdout``, a ``logging.StreamHandler()`` made at a conftest's
-    import): in a plain run they stay pytest's ``sys.stdout`` and
-    ``sys.stderr`` for the whole session, so the child keeps them, open and
-    identical, and only the file under each one's descriptor is new (the
-    parent's would mix the two processes' output)."""
-    for capture_file, target, saved in pytest_private.fd_capture_files(config):
-        with tempfile.TemporaryFile(buffering=0) as fresh:
-            current = os.path.samestat(os.fstat(capture_file), os.fstat(target))
-            if not current:  # what the target is now is the child's own (its stderr tail)
-                os.dup2(target, saved)
-            os.dup2(fresh.fileno(), capture_file)  # the same fd, a file of this child's
-            if current:  # capturing now: the target follows the file it was pointed at
-                os.dup2(capture_file, target)
-    capman: Any = config.pluginmanager.get_plugin("capturemanager")
-    if capman is not None and capman.is_globally_capturing():
-        capman.suspend_global_capture()
-
-
-def adopt_worker_identity(config: pytest.Config, spec: ChildSpec) -> None:
-    """A child spawned by a pytest-xdist worker is that worker to its plugins
-    and tests (``worker_id``, ``testrun_uid``), as a forked one is."""
-    if spec.workerinput is not None:
-        config.workerinput = spec.workerinput  # type: ignore[attr-defined]
-        config.workeroutput = {}  # type: ignore[attr-defined]
-
-
-def install_spawned(config: pytest.Config, spec: ChildSpec) -> None:
-    """Called from ``pytest_configure`` of a spawned interpreter."""
-    prepare(config, spec.fd).start(spec, None)

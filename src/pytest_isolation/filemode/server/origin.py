@@ -15,8 +15,8 @@ import pytest
 
 from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child.plugin import ChildPlugin
-from pytest_isolation.filemode.child.plugin import prepare_forked
-from pytest_isolation.filemode.child.plugin import start_forked
+from pytest_isolation.filemode.child.start import prepare_forked
+from pytest_isolation.filemode.child.start import start_forked
 from pytest_isolation.filemode.forks import fork
 from pytest_isolation.filemode.processes import child_start
 from pytest_isolation.filemode.processes import fork_process
