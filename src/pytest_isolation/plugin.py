@@ -25,6 +25,7 @@ from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.settings import CHOICES
 from pytest_isolation.core.settings import MODE_ENV
+from pytest_isolation.core.settings import ModeSource
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import run_mode
 from pytest_isolation.core.xdist import ControllerInput
@@ -275,7 +276,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for dest, what in _FILE_MODE_ONLY.items():
         if config.getoption(dest) is None or settings.mode == "file":
             continue
-        if settings.mode_from != MODE_ENV:
+        if settings.mode_from.by is not ModeSource.ENV:
             raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode=file")
         ignored.append(flag_of(dest))  # the variable is how a run is made plain
     if ignored:
@@ -311,7 +312,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _register_run_records(config, settings)
     if child is not None or lists_fixtures or not settings.recording or is_controller(config):
         _stop_parent_phase(config)  # no record, or (an xdist controller) no children of its own
-    if settings.mode == "off" and settings.mode_from == "isolation_mode (ini)":
+    if settings.mode == "off" and settings.mode_from.by is ModeSource.INI:
         config.pluginmanager.register(LateOptIn(config), names.LATE_OPT_IN)
     if child is not None:
         from pytest_isolation.filemode.child.plugin import install_spawned

@@ -19,16 +19,20 @@ import types
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import pytest
 
 from pytest_isolation.core import pysource
 from pytest_isolation.core.globs import Glob
+from pytest_isolation.core.kinds import Placed
 
 #: How a file runs, as the settings spell it.
-ALONE = "file"
-GROUP = "group"
-TOGETHER = "off"
+ALONE: Final = "file"
+GROUP: Final = "group"
+TOGETHER: Final = "off"
+#: The placements a mode alone gives (a group needs a name).
+UNGROUPED: tuple[Placed, ...] = (ALONE, TOGETHER)
 #: The conftest variables, by the setting they give.
 CONFTEST_MODE = "isolation_mode"
 CONFTEST_GROUP = "isolation_group"
@@ -41,7 +45,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 class Placement:
     """How one test file runs, and which setting said so."""
 
-    how: str = ALONE
+    how: Placed = ALONE
     group: str = ""
     #: Where it was set (``tests/db/conftest.py: isolation_group``), empty for the run's mode.
     source: str = ""
@@ -67,8 +71,9 @@ def parse(text: str, source: str) -> Placement:
     """``file``, ``off`` or ``group=NAME`` (an ``isolation_paths`` value)."""
     value = text.strip()
     kind, equals, name = value.partition("=")
-    if value in (ALONE, TOGETHER):
-        return Placement(value, "", source)
+    how = _ungrouped(value)
+    if how is not None:
+        return Placement(how, "", source)
     if kind.strip() == GROUP and equals:
         return Placement(GROUP, _group_name(name.strip(), source), source)
     raise pytest.UsageError(
@@ -84,18 +89,24 @@ def _group_name(name: object, source: str) -> str:
     return name
 
 
+def _ungrouped(mode: object) -> Placed | None:
+    """``file`` or ``off``, typed as a placement, if ``mode`` is one of them."""
+    return next((how for how in UNGROUPED if how == mode), None)
+
+
 def from_arguments(values: Mapping[str, object], source: str) -> Placement | None:
     """The placement that ``mode=`` and ``group=`` (of the marker, or a
     conftest's variables) give, if any."""
     mode, group = values.get("mode"), values.get("group")
     if mode is None and group is None:
         return None
-    if mode is not None and mode not in (ALONE, TOGETHER):
+    how = GROUP if mode is None else _ungrouped(mode)
+    if how is None:
         raise pytest.UsageError(f"{source}: invalid mode {mode!r}; choose from 'file', 'off'")
     if group is None:
-        return Placement(str(mode), "", source)
+        return Placement(how, "", source)
     name = _group_name(group, source)
-    if mode == TOGETHER:
+    if how == TOGETHER:
         raise pytest.UsageError(
             f"{source}: mode='off' and group={name!r} contradict each other (a group runs in "
             "a process of its own); give one of them"

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core.kinds import Phase
+
 
 def run_phase(
-    item: pytest.Item, when: str, log: bool, nextitem: pytest.Item | None = None
+    item: pytest.Item, when: Phase, log: bool, nextitem: pytest.Item | None = None
 ) -> pytest.TestReport:
     """One phase (``setup``, ``call`` or ``teardown``) as pytest runs it: its
     hook, its report made by ``pytest_runtest_makereport``, logged if
@@ -29,7 +31,7 @@ def run_phase(
     from _pytest.runner import call_and_report
 
     kwds: dict[str, Any] = {"nextitem": nextitem} if when == "teardown" else {}
-    return call_and_report(item, when, log, **kwds)  # type: ignore[arg-type]
+    return call_and_report(item, when, log, **kwds)
 
 
 def begin(item: pytest.Item) -> None:

@@ -32,6 +32,7 @@ import pytest
 
 from pytest_isolation.core import pysource
 from pytest_isolation.core import shared as names
+from pytest_isolation.core.kinds import Started
 from pytest_isolation.core.nodeid import name_of
 
 if sys.version_info >= (3, 11):
@@ -89,7 +90,7 @@ class Shared:
 def share(
     session: pytest.Session,
     files: Sequence[pytest.Collector],
-    method: str,
+    method: Started,
     used: set[str] | None = None,
 ) -> tuple[list[str], Shared | None]:
     """The shared fixtures of the run set up in this process (``fork``), and
