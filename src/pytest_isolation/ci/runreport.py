@@ -28,6 +28,7 @@ from pytest_isolation.core import outputs
 from pytest_isolation.core.keys import QUARANTINE_KEY
 from pytest_isolation.core.keys import RECORDED
 from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.kinds import Mode
 from pytest_isolation.core.nodeid import file_of
 from pytest_isolation.core.outputs import SCHEMA
 from pytest_isolation.core.outputs import SCHEMA_VERSION
@@ -104,7 +105,7 @@ class RunReport:
     """Registered as ``isolation-runlog`` in the parent (and in xdist workers,
     whose files reach the controller's)."""
 
-    def __init__(self, config: pytest.Config, mode: str) -> None:
+    def __init__(self, config: pytest.Config, mode: Mode) -> None:
         self.config = config
         self.mode = mode
         self.files: dict[str, FileResult] = {}

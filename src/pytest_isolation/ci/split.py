@@ -20,13 +20,15 @@ import json
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from pytest_isolation.core import options
 from pytest_isolation.core import outputs
+from pytest_isolation.core.kinds import ShardStrategy
 
-STRATEGIES = ("auto", "round-robin", "duration")
+STRATEGIES: tuple[ShardStrategy, ...] = get_args(ShardStrategy)
 #: CI variables (index, total, whether the index is 0-based), checked in this order.
 CI_VARIABLES = (
     ("CI_NODE_INDEX", "CI_NODE_TOTAL", False),
@@ -162,7 +164,10 @@ def _candidates(
 
 
 def assign(
-    files: Iterable[str], total: int, strategy: str, durations: Mapping[str, float] | None
+    files: Iterable[str],
+    total: int,
+    strategy: ShardStrategy,
+    durations: Mapping[str, float] | None,
 ) -> tuple[dict[str, int], str]:
     """Each file's 0-based shard, and the strategy used (``auto``: ``duration``
     with a durations file, ``round-robin`` without)."""

@@ -15,6 +15,8 @@ from typing import Protocol
 
 import pytest
 
+from pytest_isolation.core.kinds import Repeat
+from pytest_isolation.core.kinds import Started
 from pytest_isolation.core.records import Leak
 
 
@@ -48,7 +50,7 @@ IN_CHILD = pytest.StashKey[bool]()
 #: isolated): the guard watches imports and files as in a plain run.
 SHARED_CHILD = pytest.StashKey[bool]()
 #: How file mode starts its children (``fork`` or ``spawn``), for the run report.
-START_METHOD = pytest.StashKey[str]()
+START_METHOD = pytest.StashKey[Started]()
 #: "node id: path" of every ``isolated_tmp`` directory kept, for the summary (a
 #: file-mode child and an xdist worker send theirs to the parent).
 KEPT_DIRS = pytest.StashKey[list[str]]()
@@ -63,7 +65,7 @@ COLLECT_IN_CHILD = pytest.StashKey[Callable[[pytest.File], Sequence[pytest.Item]
 #: nothing and keeps the test's window open), ``"again"`` on the copy that runs
 #: it again (its set-up goes on in that window, its teardown closes it and
 #: restores, reporting nothing more).
-REPEAT = pytest.StashKey[str]()
+REPEAT = pytest.StashKey[Repeat]()
 #: On a report of a failed repeat (it crosses processes: file mode, xdist):
 #: what the first run left changed, one line each.
 REPEAT_ATTR = "isolation_repeat"

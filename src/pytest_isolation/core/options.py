@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -24,6 +25,11 @@ MAX_SECONDS = 7 * 24 * 3600.0
 MAX_KILL_GRACE = 600.0
 #: The largest whole number any option takes.
 MAX_COUNT = 1_000_000
+
+
+#: The values of an option with a fixed set of them (a ``Literal`` of
+#: :mod:`pytest_isolation.core.kinds`).
+C = TypeVar("C", bound=str)
 
 
 #: The plugin's option group: its name and its title in ``pytest --help``.
@@ -84,16 +90,23 @@ def raw(config: pytest.Config, dest: str) -> tuple[str, str]:
     return str(config.getini(dest)).strip(), f"{dest} (ini)"
 
 
-def choice(config: pytest.Config, dest: str, choices: tuple[str, ...], default: str = "") -> str:
-    """The value of ``dest``, one of ``choices``; an empty ini value means
-    the default, ``default`` or else ``choices[0]``."""
+def choice(config: pytest.Config, dest: str, choices: tuple[C, ...], default: C | None = None) -> C:
+    """The value of ``dest``, one of ``choices`` (and typed as they are); an
+    empty ini value means the default, ``default`` or else ``choices[0]``."""
     value, source = raw(config, dest)
     if not value and source.endswith("(ini)"):
-        return default or choices[0]
-    if value not in choices:
+        return choices[0] if default is None else default
+    chosen = one_of(value, choices)
+    if chosen is None:
         allowed = ", ".join(repr(c) for c in choices)
         raise pytest.UsageError(f"{source}: invalid value {value!r}; choose from {allowed}")
-    return value
+    return chosen
+
+
+def one_of(value: str, choices: tuple[C, ...]) -> C | None:
+    """``value`` as the one of ``choices`` it equals, typed as they are; None
+    if it is none of them (the one check that narrows user input to a kind)."""
+    return next((c for c in choices if c == value), None)
 
 
 #: The truth values an ini key takes, as pytest's ``bool`` ini type reads them.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pytest_isolation.core.kinds import WindowKind
 from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.signals import signal_name
 
@@ -143,7 +144,7 @@ class Leak:
     #: Who leaked: a node id, "fixture 'x' (scope=module)", or a file.
     owner: str
     #: "test", "fixture" or "file", for the summary's counts.
-    kind: str
+    kind: WindowKind
     category: str
     #: The key ``allow_leaks`` patterns match, e.g. the variable name.
     key: str

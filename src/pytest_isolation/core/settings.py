@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import sys
 import threading
+from typing import get_args
 
 import pytest
 
 from pytest_isolation.core import options
+from pytest_isolation.core.kinds import LeakPolicy
+from pytest_isolation.core.kinds import LintLevel
+from pytest_isolation.core.kinds import Mode
+from pytest_isolation.core.kinds import Preload
+from pytest_isolation.core.kinds import RecordSetting
+from pytest_isolation.core.kinds import RetryScope
+from pytest_isolation.core.kinds import Started
+from pytest_isolation.core.kinds import StartMethod
 
-MODES = ("off", "file")
-LEAK_POLICIES = ("warn", "error", "quiet", "off")
-START_METHODS = ("auto", "fork", "spawn", "forkserver")
-RETRY_SCOPES = ("failed", "file")
-PRELOAD = ("off", "auto")
-LINT = ("off", "warn", "error")
+MODES: tuple[Mode, ...] = get_args(Mode)
+LEAK_POLICIES: tuple[LeakPolicy, ...] = get_args(LeakPolicy)
+START_METHODS: tuple[StartMethod, ...] = get_args(StartMethod)
+RETRY_SCOPES: tuple[RetryScope, ...] = get_args(RetryScope)
+PRELOAD: tuple[Preload, ...] = get_args(Preload)
+LINT: tuple[LintLevel, ...] = get_args(LintLevel)
 #: Record what each test file executes: in file mode (auto), also in a plain run (on), never (off).
-RECORD = ("auto", "on", "off")
+RECORD: tuple[RecordSetting, ...] = get_args(RecordSetting)
 
 #: Every option with a fixed set of values, by dest (= ini key); the first is the default.
-CHOICES = {
+CHOICES: dict[str, tuple[str, ...]] = {
     "isolation_mode": MODES,
     "isolation_start": START_METHODS,
     "isolation_leaks": LEAK_POLICIES,
@@ -36,25 +46,49 @@ CHOICES = {
 MODE_ENV = "PYTEST_ISOLATION_MODE"
 
 
+class ModeSource(enum.Enum):
+    """What set the run's mode; each value is how messages name it."""
+
+    OPTION = "--isolation-mode"
+    ENV = MODE_ENV
+    INI = "isolation_mode (ini)"
+    #: An ``isolation_paths`` line or a conftest that puts files in processes
+    #: of their own (messages name that setting: :attr:`ModeFrom.text`).
+    PLACEMENT = "isolation_paths or a conftest"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeFrom:
+    """Where the run's mode was set: what set it, compared, and its place as
+    messages name it."""
+
+    by: ModeSource = ModeSource.INI
+    #: The setting that put files in processes of their own, as its placement
+    #: names it (``tests/db/conftest.py: isolation_group``); ``PLACEMENT`` only.
+    setting: str = ""
+
+    @property
+    def text(self) -> str:
+        """``--isolation-mode``, ``PYTEST_ISOLATION_MODE``, ``isolation_mode (ini)``
+        or the setting."""
+        return self.setting if self.by is ModeSource.PLACEMENT else self.by.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    mode: str = "off"
+    mode: Mode = "off"
     #: Where the mode was set: the option, the environment variable, the ini
     #: key, or the setting that puts files in processes of their own.
-    mode_from: str = "isolation_mode (ini)"
+    mode_from: ModeFrom = ModeFrom()
 
     @property
     def opted_in(self) -> bool:
         """File mode for the files placed in processes of their own only; the
         other files run together."""
-        return self.mode == "file" and self.mode_from not in (
-            "--isolation-mode",
-            MODE_ENV,
-            "isolation_mode (ini)",
-        )
+        return self.mode == "file" and self.mode_from.by is ModeSource.PLACEMENT
 
-    start: str = "auto"
-    leaks: str = "warn"
+    start: StartMethod = "auto"
+    leaks: LeakPolicy = "warn"
     deep: bool = False
     #: File mode: seconds a file's child may run (None: no limit), and how long
     #: its processes get between SIGTERM and SIGKILL.
@@ -62,16 +96,16 @@ class Settings:
     kill_grace: float = 10.0
     #: File mode: more attempts at a file whose child failed, and what they rerun.
     retries: int = 0
-    retry_scope: str = "failed"
+    retry_scope: RetryScope = "failed"
     #: File mode: the fork server imports what the test files import (auto,
     #: opt-in: they share what those imports made) or not (off).
-    preload: str = "off"
+    preload: Preload = "off"
     #: The isolation lint of test files: off, warn or error.
-    lint: str = "off"
+    lint: LintLevel = "off"
     #: Run every test a second time right after the first (``--isolation-twice``).
     twice: bool = False
     #: Record what each test file executes (the selector's ``recorded`` scope).
-    record: str = "auto"
+    record: RecordSetting = "auto"
 
     #: Whether a record made here can be kept: pytest's cache is on, or a run
     #: report (which holds the run's record) is written.
@@ -85,7 +119,7 @@ class Settings:
         return self.record == "on" or automatic
 
     @classmethod
-    def from_config(cls, config: pytest.Config, run_mode: tuple[str, str]) -> Settings:
+    def from_config(cls, config: pytest.Config, run_mode: tuple[Mode, ModeFrom]) -> Settings:
         """The settings of this run; ``run_mode``: the run's mode and where it
         was set (``filemode.placement.run_mode``)."""
         deep = config.getoption("isolation_leaks_deep") or options.boolean(
@@ -94,17 +128,19 @@ class Settings:
         timeout = options.seconds(config, "isolation_timeout")
         grace = options.seconds(config, "isolation_kill_grace", maximum=options.MAX_KILL_GRACE)
         mode, mode_from = run_mode
-        choices = {key: value for key, value in CHOICES.items() if key != "isolation_mode"}
         return cls(
             mode=mode,
             mode_from=mode_from,
             timeout=timeout,
             kill_grace=10.0 if grace is None else grace,
             retries=options.count(config, "isolation_retries") or 0,
-            **{
-                dest.removeprefix("isolation_"): options.choice(config, dest, choices)
-                for dest, choices in choices.items()
-            },
+            # Read in the order of CHOICES: the first bad value is the one reported.
+            start=options.choice(config, "isolation_start", START_METHODS),
+            leaks=options.choice(config, "isolation_leaks", LEAK_POLICIES),
+            retry_scope=options.choice(config, "isolation_retry_scope", RETRY_SCOPES),
+            preload=options.choice(config, "isolation_preload", PRELOAD),
+            lint=options.choice(config, "isolation_lint", LINT),
+            record=options.choice(config, "isolation_record", RECORD),
             deep=bool(deep),
             twice=bool(config.getoption("isolation_twice", False)),
             record_kept=(
@@ -114,7 +150,9 @@ class Settings:
         )
 
 
-def resolve_start(start: str, baseline_threads: int = 1, beside: str = "") -> tuple[str, str]:
+def resolve_start(
+    start: StartMethod, baseline_threads: int = 1, beside: str = ""
+) -> tuple[Started, str]:
     """The start method to use and why, for ``auto``: fork on Linux unless
     threads run beyond ``baseline_threads``, the plugins' own idle threads
     (``beside`` names them), which the children never use; with other threads,

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import pytest_private
+from pytest_isolation.core.kinds import Phase
 
 
 def run_phase(
-    item: pytest.Item, when: str, log: bool, nextitem: pytest.Item | None = None
+    item: pytest.Item, when: Phase, log: bool, nextitem: pytest.Item | None = None
 ) -> pytest.TestReport:
     """One phase (``setup``, ``call`` or ``teardown``) as pytest runs it: its
     hook, its report made by ``pytest_runtest_makereport``, logged if

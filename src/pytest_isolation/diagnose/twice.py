@@ -29,6 +29,7 @@ from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import REPEAT_ATTR
+from pytest_isolation.core.kinds import Phase
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
@@ -277,7 +278,7 @@ def _closing(report: pytest.TestReport, teardown: pytest.TestReport) -> pytest.T
     return closing
 
 
-def _phase_sections(report: pytest.TestReport, when: str) -> list[tuple[str, str]]:
+def _phase_sections(report: pytest.TestReport, when: Phase) -> list[tuple[str, str]]:
     """A report's captured-output sections of one phase (a report carries its
     item's sections of every phase so far)."""
     return [section for section in report.sections if section[0].endswith(f" {when}")]

@@ -19,19 +19,26 @@ import types
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import pytest
 
 from pytest_isolation.core import options
 from pytest_isolation.core import pysource
 from pytest_isolation.core.globs import Glob
+from pytest_isolation.core.kinds import Mode
+from pytest_isolation.core.kinds import Placed
 from pytest_isolation.core.settings import MODE_ENV
 from pytest_isolation.core.settings import MODES
+from pytest_isolation.core.settings import ModeFrom
+from pytest_isolation.core.settings import ModeSource
 
 #: How a file runs, as the settings spell it.
-ALONE = "file"
-GROUP = "group"
-TOGETHER = "off"
+ALONE: Final = "file"
+GROUP: Final = "group"
+TOGETHER: Final = "off"
+#: The placements a mode alone gives (a group needs a name).
+UNGROUPED: tuple[Placed, ...] = (ALONE, TOGETHER)
 #: The conftest variables, by the setting they give.
 CONFTEST_MODE = "isolation_mode"
 CONFTEST_GROUP = "isolation_group"
@@ -44,7 +51,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 class Placement:
     """How one test file runs, and which setting said so."""
 
-    how: str = ALONE
+    how: Placed = ALONE
     group: str = ""
     #: Where it was set (``tests/db/conftest.py: isolation_group``), empty for the run's mode.
     source: str = ""
@@ -70,8 +77,9 @@ def parse(text: str, source: str) -> Placement:
     """``file``, ``off`` or ``group=NAME`` (an ``isolation_paths`` value)."""
     value = text.strip()
     kind, equals, name = value.partition("=")
-    if value in (ALONE, TOGETHER):
-        return Placement(value, "", source)
+    how = _ungrouped(value)
+    if how is not None:
+        return Placement(how, "", source)
     if kind.strip() == GROUP and equals:
         return Placement(GROUP, _group_name(name.strip(), source), source)
     raise pytest.UsageError(
@@ -87,18 +95,24 @@ def _group_name(name: object, source: str) -> str:
     return name
 
 
+def _ungrouped(mode: object) -> Placed | None:
+    """``file`` or ``off``, typed as a placement, if ``mode`` is one of them."""
+    return next((how for how in UNGROUPED if how == mode), None)
+
+
 def from_arguments(values: Mapping[str, object], source: str) -> Placement | None:
     """The placement that ``mode=`` and ``group=`` (of the marker, or a
     conftest's variables) give, if any."""
     mode, group = values.get("mode"), values.get("group")
     if mode is None and group is None:
         return None
-    if mode is not None and mode not in (ALONE, TOGETHER):
+    how = GROUP if mode is None else _ungrouped(mode)
+    if how is None:
         raise pytest.UsageError(f"{source}: invalid mode {mode!r}; choose from 'file', 'off'")
     if group is None:
-        return Placement(str(mode), "", source)
+        return Placement(how, "", source)
     name = _group_name(group, source)
-    if mode == TOGETHER:
+    if how == TOGETHER:
         raise pytest.UsageError(
             f"{source}: mode='off' and group={name!r} contradict each other (a group runs in "
             "a process of its own); give one of them"
@@ -382,7 +396,7 @@ class Placements:
         return self._by_directory[directory]
 
 
-def run_mode(config: pytest.Config) -> tuple[str, str]:
+def run_mode(config: pytest.Config) -> tuple[Mode, ModeFrom]:
     """The run's mode and where it was set: ``--isolation-mode``, else
     ``PYTEST_ISOLATION_MODE``, else the ini key ``isolation_mode``; with the
     ini key's ``off``, ``file`` when ``isolation_paths`` or a conftest loaded
@@ -390,14 +404,15 @@ def run_mode(config: pytest.Config) -> tuple[str, str]:
     run together, as in a plain run)."""
     if config.getoption("isolation_mode") is None and os.environ.get(MODE_ENV, "").strip():
         value = os.environ[MODE_ENV].strip()
-        if value not in MODES:
+        chosen = options.one_of(value, MODES)
+        if chosen is None:
             allowed = ", ".join(repr(mode) for mode in MODES)
             raise pytest.UsageError(f"{MODE_ENV}: invalid value {value!r}; choose from {allowed}")
-        return value, MODE_ENV
-    value = options.choice(config, "isolation_mode", MODES)
+        return chosen, ModeFrom(ModeSource.ENV)
+    mode = options.choice(config, "isolation_mode", MODES)
     if config.getoption("isolation_mode") is not None:
-        return value, "--isolation-mode"
-    opting = opting_in(config) if value == "off" else None
+        return mode, ModeFrom(ModeSource.OPTION)
+    opting = opting_in(config) if mode == "off" else None
     if opting is not None:
-        return "file", opting.source
-    return value, "isolation_mode (ini)"
+        return "file", ModeFrom(ModeSource.PLACEMENT, opting.source)
+    return mode, ModeFrom(ModeSource.INI)

@@ -17,6 +17,7 @@ from pytest_isolation.core.settings import MODE_ENV
 from pytest_isolation.core.settings import MODES
 from pytest_isolation.core.settings import PRELOAD
 from pytest_isolation.core.settings import START_METHODS
+from pytest_isolation.core.settings import ModeSource
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.filemode import placement
 
@@ -91,7 +92,7 @@ def check_file_mode_only(config: pytest.Config, settings: Settings) -> None:
     for dest, what in FILE_MODE_ONLY.items():
         if config.getoption(dest) is None or settings.mode == "file":
             continue
-        if settings.mode_from != MODE_ENV:
+        if settings.mode_from.by is not ModeSource.ENV:
             raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode=file")
         ignored.append(flag_of(dest))
     if ignored:
@@ -100,7 +101,7 @@ def check_file_mode_only(config: pytest.Config, settings: Settings) -> None:
 
 def register_late_opt_in(config: pytest.Config, settings: Settings) -> None:
     """A plain run by the ini key: say when files ask for file mode too late."""
-    if settings.mode == "off" and settings.mode_from == "isolation_mode (ini)":
+    if settings.mode == "off" and settings.mode_from.by is ModeSource.INI:
         config.pluginmanager.register(LateOptIn(config), names.LATE_OPT_IN)
 
 

@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 from typing import BinaryIO
+from typing import Final
+from typing import Literal
 
 # Bound at import: tests patch ``os.write`` (syrupy's own suite denies it to
 # test its file lock), which must not cut a child off from its parent.
@@ -30,45 +32,74 @@ PROTOCOL_VERSION = 7
 
 _HEADER = struct.Struct(">I")
 
+#: What a message is: its first item, which says what its payload holds
+#: (kept here, not in ``pytest_isolation.core.kinds``: this module imports
+#: the standard library only).  Every constant below is one of them.
+MessageKind = Literal[
+    "start",
+    "hello",
+    "collectreport",
+    "deselected",
+    "notfound",
+    "collected",
+    "uses",
+    "logstart",
+    "report",
+    "warning",
+    "leak",
+    "write",
+    "junit",
+    "kept",
+    "repeating",
+    "logfinish",
+    "done",
+    "status",
+    "executed",
+    "interrupted",
+    "finished",
+    "exiting",
+    "server-ended",
+]
+
 # Parent to a prepared (warm) forked child: the spec and the file's item index.
-START = "start"
+START: Final[MessageKind] = "start"
 
 # Message kinds, in the order a child normally sends them.
-HELLO = "hello"
-COLLECTREPORT = "collectreport"
-DESELECTED = "deselected"
-NOTFOUND = "notfound"
-COLLECTED = "collected"
+HELLO: Final[MessageKind] = "hello"
+COLLECTREPORT: Final[MessageKind] = "collectreport"
+DESELECTED: Final[MessageKind] = "deselected"
+NOTFOUND: Final[MessageKind] = "notfound"
+COLLECTED: Final[MessageKind] = "collected"
 #: Which of the shared fixtures the spec asked about the selected tests use.
-USES = "uses"
-LOGSTART = "logstart"
-REPORT = "report"
-WARNING = "warning"
-LEAK = "leak"
+USES: Final[MessageKind] = "uses"
+LOGSTART: Final[MessageKind] = "logstart"
+REPORT: Final[MessageKind] = "report"
+WARNING: Final[MessageKind] = "warning"
+LEAK: Final[MessageKind] = "leak"
 #: Text the child wrote with its terminal writer (``--setup-show``, live logs).
-WRITE = "write"
+WRITE: Final[MessageKind] = "write"
 #: junit XML data a test recorded beside its reports (:mod:`.junit`).
-JUNIT = "junit"
-KEPT = "kept"
+JUNIT: Final[MessageKind] = "junit"
+KEPT: Final[MessageKind] = "kept"
 #: ``--isolation-twice``: the running test's repeat starts.
-REPEATING = "repeating"
-LOGFINISH = "logfinish"
+REPEATING: Final[MessageKind] = "repeating"
+LOGFINISH: Final[MessageKind] = "logfinish"
 #: A file of a shared process (a group, the files not isolated) has run; the
 #: process goes on with its next file.
-DONE = "done"
+DONE: Final[MessageKind] = "done"
 #: The exit status a plugin raised at the end of the child's session.
-STATUS = "status"
+STATUS: Final[MessageKind] = "status"
 #: What the child executed, when it ran all of its file's tests (``ChildSpec.record``).
-EXECUTED = "executed"
-INTERRUPTED = "interrupted"
-FINISHED = "finished"
+EXECUTED: Final[MessageKind] = "executed"
+INTERRUPTED: Final[MessageKind] = "interrupted"
+FINISHED: Final[MessageKind] = "finished"
 #: After its unconfigure, the exit code the child ends with: read when the
 #: fork server that would tell it has gone (a test killed it).
-EXITING = "exiting"
+EXITING: Final[MessageKind] = "exiting"
 #: The fork server of the child ended while a test ran (``nodeid``).
-SERVER_ENDED = "server-ended"
+SERVER_ENDED: Final[MessageKind] = "server-ended"
 
-Message = tuple[str, dict[str, Any]]
+Message = tuple[MessageKind, dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +206,7 @@ class Sender:
         self.fd = fd
         self.pid = os.getpid()
 
-    def send(self, kind: str, **payload: Any) -> None:
+    def send(self, kind: MessageKind, **payload: Any) -> None:
         if os.getpid() != self.pid:
             _end_forked_copy(self.pid)
         body = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import pytest
 
+from pytest_isolation.core.kinds import FixtureScope
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.attributes import equal_for_real
@@ -189,7 +190,7 @@ class HeldState:
         self.project_object = project_object
         self.holds_test_code = holds_test_code
         #: The higher-scoped fixtures alive, by name: (scope, value).
-        self.scoped: dict[str, tuple[str, object]] = {}
+        self.scoped: dict[str, tuple[FixtureScope, object]] = {}
         self.objects: list[_Object] = []
         self.contents: list[tuple[str, Content]] = []
         #: The keys of ``contents`` that a class binds (not an object).

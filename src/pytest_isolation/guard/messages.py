@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import types
 
+from pytest_isolation.core.kinds import WindowKind
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.words import counted
 from pytest_isolation.guard.deep import Content
@@ -32,7 +33,7 @@ def subject(item: Found) -> str:
 
 def describe(
     owner: str,
-    kind: str,
+    kind: WindowKind,
     item: Found,
     hint: str,
     site: str = "",

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
+from pytest_isolation.core.kinds import GuardPolicy
+from pytest_isolation.core.kinds import WindowKind
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.warnings import blanket_error
@@ -44,7 +46,7 @@ class LeakLog:
     """Every leak of the run, grouped by owner (for the counts) and by key
     (for the summary)."""
 
-    def __init__(self, policy: str, notify: Callable[[Leak], None]) -> None:
+    def __init__(self, policy: GuardPolicy, notify: Callable[[Leak], None]) -> None:
         self.policy = policy
         self.by_owner: dict[str, list[Leak]] = defaultdict(list)
         #: Every leak of a key, in the order found.
@@ -234,7 +236,7 @@ def who(leak: Leak) -> str:
 
 def _counted(leaks: list[Leak]) -> str:
     """``3 tests``, ``1 test and 1 fixture``, ``2 tests, 1 fixture and 1 file``."""
-    owners: dict[str, set[str]] = defaultdict(set)
+    owners: dict[WindowKind, set[str]] = defaultdict(set)
     for leak in leaks:
         owners[leak.kind].add(who(leak))
     parts = [
@@ -248,7 +250,7 @@ def _counted(leaks: list[Leak]) -> str:
 def _owners(leaks: list[Leak]) -> str:
     """The first owner, and how many others of each kind (tests, fixtures, files)."""
     first = leaks[0].owner
-    others: dict[str, set[str]] = defaultdict(set)
+    others: dict[WindowKind, set[str]] = defaultdict(set)
     for leak in leaks:
         if who(leak) != who(leaks[0]):
             others[leak.kind].add(who(leak))
@@ -266,7 +268,7 @@ class Settler:
     test's teardown (``error``), nothing but the count (``quiet``), or
     nothing at all (``watch``, ``--isolation-twice`` with the guard off)."""
 
-    def __init__(self, policy: str, log: LeakLog) -> None:
+    def __init__(self, policy: GuardPolicy, log: LeakLog) -> None:
         self.policy = policy
         self.log = log
         #: Messages for the running test's teardown error (``error``).

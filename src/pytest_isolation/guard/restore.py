@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from pytest_isolation.core.kinds import WindowKind
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard.interpreter import StreamState
 from pytest_isolation.guard.messages import describe
@@ -45,7 +46,7 @@ class Restorer:
     def restore(
         self,
         owner: str,
-        kind: str,
+        kind: WindowKind,
         found: list[Found],
         seen: Seen | None = None,
         saved: Mapping[Category, object] | None = None,

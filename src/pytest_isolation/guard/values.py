@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_isolation.core.kinds import FixtureScope
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.deep import CONTAINERS
@@ -21,9 +22,9 @@ class FixtureValues:
     def __init__(self, restores: bool) -> None:
         self.restores = restores
         #: By fixture name: (scope, value).
-        self.scoped: dict[str, tuple[str, object]] = {}
+        self.scoped: dict[str, tuple[FixtureScope, object]] = {}
         #: By fixture name: (scope, content when the test started).
-        self.saved: dict[str, tuple[str, Content]] = {}
+        self.saved: dict[str, tuple[FixtureScope, Content]] = {}
 
     def remember(self, item: pytest.Item) -> None:
         """The higher-scoped fixture values (containers) a test requested, as it starts."""

@@ -26,6 +26,7 @@ from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
+from pytest_isolation.core.kinds import GuardPolicy
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.findings import Findings
@@ -69,7 +70,7 @@ class LeakGuard:
     belong to are one object, shared with the fixtures' part.
     """
 
-    def __init__(self, config: pytest.Config, policy: str, deep: bool) -> None:
+    def __init__(self, config: pytest.Config, policy: GuardPolicy, deep: bool) -> None:
         self.config = config
         self.allowances = allow.parse(
             config.getini("isolation_allow_leaks"), "isolation_allow_leaks (ini)"

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.core.kinds import WindowKind
 from pytest_isolation.core.warnings import IsolationWarning
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.deep import Content
@@ -110,7 +111,7 @@ class Tier:
 @dataclasses.dataclass(slots=True)
 class Window:
     owner: str
-    kind: str
+    kind: WindowKind
     allowances: tuple[allow.Allowance, ...]
     #: Keys higher-scoped fixtures set up inside the window: what their setup did.
     owned: dict[Key, Delta] = dataclasses.field(default_factory=dict)

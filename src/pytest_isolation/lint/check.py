@@ -24,6 +24,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.globs import Glob
 from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.kinds import LintLevel
 from pytest_isolation.core.longrepr import LeadingText
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import IsolationLintWarning
@@ -92,7 +93,9 @@ def register(config: pytest.Config, settings: Settings) -> None:
 class IsolationLint:
     """Lints what is collected, warns or fails the collection, and summarizes."""
 
-    def __init__(self, config: pytest.Config, policy: str, allowances: list[Allowance]) -> None:
+    def __init__(
+        self, config: pytest.Config, policy: LintLevel, allowances: list[Allowance]
+    ) -> None:
         self.config = config
         self.policy = policy
         self.allowances = allowances

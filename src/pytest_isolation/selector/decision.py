@@ -11,6 +11,8 @@ import dataclasses
 import json
 from typing import Any
 
+from pytest_isolation.core.kinds import GraphScope
+from pytest_isolation.core.kinds import SelectorScope
 from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
 from pytest_isolation.selector.recorded import IMPORT_TIME
@@ -74,6 +76,8 @@ class RecordStats:
 @dataclasses.dataclass
 class Decision:
     outcome: str
+    #: The scope (a :data:`~pytest_isolation.core.kinds.SelectorScope`), or the
+    #: ``--isolation-scope`` text as given when it is none (``invalid_input``).
     scope: str
     caps: Caps
     #: "input", "select" or "collect": how far the selector got.
@@ -230,7 +234,7 @@ def batches(per_source: dict[str, set[str]], cap: int, max_sources: int) -> list
 
 
 def scope_exceeded(
-    decision: Decision, narrower: dict[str, int], what: str, count: int, cap: int
+    decision: Decision, narrower: dict[GraphScope, int], what: str, count: int, cap: int
 ) -> None:
     """Fill in a ``scope_exceeded`` refusal: the numbers, each source's
     share, and ways to narrow (a depth, a scope, batches)."""
@@ -301,5 +305,5 @@ def empty_reasons(decision: Decision, deleted: set[str]) -> None:
     decision.message = "\n".join(lines)
 
 
-def narrower_scopes(scope: str) -> list[str]:
+def narrower_scopes(scope: SelectorScope) -> list[GraphScope]:
     return list(SCOPES[: SCOPES.index(scope)]) if scope in SCOPES else []

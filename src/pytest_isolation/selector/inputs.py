@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_isolation.core import outputs
+from pytest_isolation.core.kinds import Unmapped
 from pytest_isolation.selector.project import Project
 from pytest_isolation.selector.project import is_global_trigger
 
@@ -115,7 +116,7 @@ def known_to_git(path: Path, root: Path) -> bool:
 def expand(
     keys: Iterable[tuple[str, Path, str]],
     project: Project,
-    unmapped: str,
+    unmapped: Unmapped,
     deleted: Iterable[str] = (),
 ) -> tuple[list[str], list[str], list[str]]:
     """Sources (directories expanded to their Python files), global triggers

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import get_args
 
 import pytest
 
+from pytest_isolation.core.kinds import SelectorScope
+from pytest_isolation.core.kinds import Unmapped
 from pytest_isolation.core.names import ALLOW_ALL_ENV
 from pytest_isolation.core.options import GROUP
 from pytest_isolation.core.options import Setting
@@ -13,9 +16,9 @@ from pytest_isolation.core.options import Setting
 CACHE_KEY = "isolation/import-graph"
 #: The selected test files, passed to pytest-xdist workers.
 WORKER_KEY = "isolation_selected"
-SCOPE_CHOICES = ("auto", "recorded", "convention", "graph", "impact", "all")
-DEFAULT_SCOPE = "auto"
-UNMAPPED_CHOICES = ("error", "warn", "ignore")
+SCOPE_CHOICES: tuple[SelectorScope, ...] = get_args(SelectorScope)
+DEFAULT_SCOPE: SelectorScope = "auto"
+UNMAPPED_CHOICES: tuple[Unmapped, ...] = get_args(Unmapped)
 
 
 #: The selector's caps, by dest (= ini key), as :class:`.decision.Caps` names them.

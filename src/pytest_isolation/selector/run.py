@@ -20,6 +20,7 @@ from pytest_isolation.core import options
 from pytest_isolation.core import outputs
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import COLLECT_IN_CHILD
+from pytest_isolation.core.kinds import SelectorScope
 from pytest_isolation.core.names import VERSION
 from pytest_isolation.core.words import counted
 from pytest_isolation.filemode.parent.nodes import ChildCollectionError
@@ -225,7 +226,9 @@ def _refuse_unparsable(graph: ImportGraph, sources: list[str]) -> None:
             raise inputs.InvalidInput(f"{source}:{line}: syntax error: {message}")
 
 
-def _usable_record(config: pytest.Config, decision: Decision, scope: str) -> Record | None:
+def _usable_record(
+    config: pytest.Config, decision: Decision, scope: SelectorScope
+) -> Record | None:
     """The record of what each test file executed, if one of this Python and
     these packages exists; else None, and the header says why."""
     found = options.path(config, "isolation_record_from")

@@ -11,12 +11,16 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 from collections import deque
+from typing import get_args
 
+from pytest_isolation.core.kinds import GraphScope
+from pytest_isolation.core.kinds import SelectorScope
 from pytest_isolation.selector.graph import FILE
 from pytest_isolation.selector.graph import ImportGraph
 from pytest_isolation.selector.project import Project
 
-SCOPES = ("convention", "graph", "impact")
+#: The scopes that follow imports, narrowest first (each adds to the one before).
+SCOPES: tuple[GraphScope, ...] = get_args(GraphScope)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +60,7 @@ def by_convention(project: Project, source: str) -> list[str]:
 
 @dataclasses.dataclass
 class Selection:
-    scope: str
+    scope: SelectorScope
     sources: list[str]
     #: For each source, each test it selects (shallowest way).
     per_source: dict[str, dict[str, Found]]
@@ -86,7 +90,7 @@ def select(
     project: Project,
     graph: ImportGraph,
     sources: list[str],
-    scope: str,
+    scope: SelectorScope,
     max_depth: int | None = None,
 ) -> Selection:
     per_source = {}
@@ -98,7 +102,9 @@ def select(
     return Selection(scope, sources, per_source)
 
 
-def _for_source(project: Project, graph: ImportGraph, source: str, scope: str) -> dict[str, Found]:
+def _for_source(
+    project: Project, graph: ImportGraph, source: str, scope: SelectorScope
+) -> dict[str, Found]:
     found: dict[str, Found] = {}
 
     def add(test: str, depth: int, via: str, chain: tuple[str, ...]) -> None:
@@ -126,7 +132,7 @@ def _for_source(project: Project, graph: ImportGraph, source: str, scope: str) -
 
 
 def _importers(
-    project: Project, graph: ImportGraph, source: str, scope: str
+    project: Project, graph: ImportGraph, source: str, scope: SelectorScope
 ) -> list[tuple[str, tuple[str, ...]]]:
     """Every file that imports ``source`` (transitively, within the scope),
     with its shortest chain back to it, breadth first."""

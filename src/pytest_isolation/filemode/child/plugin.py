@@ -29,6 +29,7 @@ from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
+from pytest_isolation.core.kinds import WarningWhen
 from pytest_isolation.core.nodeid import matches
 from pytest_isolation.core.records import Leak
 from pytest_isolation.filemode import lifetime
@@ -72,6 +73,8 @@ from pytest_isolation.filemode.wire import USES
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
+from pytest_isolation.filemode.wire import Message
+from pytest_isolation.filemode.wire import MessageKind
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.filemode.wire import sendable_properties
 from pytest_isolation.record.executed import Recorder
@@ -122,7 +125,7 @@ class ChildPlugin:
         shared = self.config.stash.get(SHARED_VALUES, {})
         self.config.hook.pytest_isolation_child_started(config=self.config, shared=shared)
 
-    def _send(self, kind: str, path: str | None = None, **payload: Any) -> None:
+    def _send(self, kind: MessageKind, path: str | None = None, **payload: Any) -> None:
         """Send now, or, while a shared process collects, hold for ``path``'s
         turn (default: the file being collected)."""
         if self.held is None:
@@ -306,7 +309,7 @@ class ChildPlugin:
     def pytest_warning_recorded(
         self,
         warning_message: Any,
-        when: str,
+        when: WarningWhen,
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
@@ -415,7 +418,7 @@ class _FileRun(NamedTuple):
 
     path: str
     items: list[pytest.Item]
-    messages: list[tuple[str, dict[str, Any]]]
+    messages: list[Message]
 
 
 class _Held:
@@ -424,14 +427,14 @@ class _Held:
     relays them with that file's."""
 
     def __init__(self, paths: list[str]) -> None:
-        self.messages: dict[str, list[tuple[str, dict[str, Any]]]] = {p: [] for p in paths}
+        self.messages: dict[str, list[Message]] = {p: [] for p in paths}
         self.current = paths[0]
 
     def enter(self, path: str) -> None:
         if path in self.messages:
             self.current = path
 
-    def put(self, kind: str, payload: dict[str, Any], path: str | None) -> None:
+    def put(self, kind: MessageKind, payload: dict[str, Any], path: str | None) -> None:
         key = path if path in self.messages else self.current
         self.messages[key].append((kind, payload))
 

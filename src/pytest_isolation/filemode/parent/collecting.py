@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core.kinds import Placed
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.filemode.parent import conftests
 from pytest_isolation.filemode.parent import lastfailed
@@ -42,8 +43,8 @@ class Collection:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         #: Where each file runs (alone, in a group's process, with the files not isolated).
-        default = TOGETHER if settings.opted_in else ALONE
-        self.placements = Placements(config, Placement(default, "", settings.mode_from))
+        default: Placed = TOGETHER if settings.opted_in else ALONE
+        self.placements = Placements(config, Placement(default, "", settings.mode_from.text))
         self.node_args: NodeArgs | None = None
         #: The ``path::name`` arguments no child found.
         self.notfound: list[str] = []

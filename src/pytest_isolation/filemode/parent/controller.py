@@ -131,7 +131,7 @@ class FileModeController:
         how = "each test file in its own process"
         if self.settings.opted_in:
             how = (
-                f"set by {self.settings.mode_from}: the files placed in processes of their "
+                f"set by {self.settings.mode_from.text}: the files placed in processes of their "
                 "own run there, the others together"
             )
         starter = self.starter

@@ -8,6 +8,7 @@ from typing import NoReturn
 import pytest
 
 from pytest_isolation.core.keys import QUARANTINE_KEY
+from pytest_isolation.core.kinds import Phase
 from pytest_isolation.core.longrepr import LeadingText
 from pytest_isolation.filemode.parent.stacks import split_dump
 
@@ -27,7 +28,7 @@ def with_tail(text: str, tail: str, full: bool = False) -> str:
 
 
 def failed_test(
-    config: pytest.Config, nodeid: str, location: Location, when: str, text: str
+    config: pytest.Config, nodeid: str, location: Location, when: Phase, text: str
 ) -> pytest.TestReport:
     report = pytest.TestReport(
         nodeid=nodeid,
@@ -35,7 +36,7 @@ def failed_test(
         keywords={},
         outcome="failed",
         longrepr=LeadingText.of(text),
-        when=when,  # type: ignore[arg-type]
+        when=when,
     )
     quarantine = config.stash.get(QUARANTINE_KEY, None)
     if quarantine is not None:  # a quarantined test that crashed is quarantined too

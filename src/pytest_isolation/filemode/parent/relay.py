@@ -26,6 +26,9 @@ from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import REPEAT_ATTR
 from pytest_isolation.core.keys import SERVERS_ENDED
+from pytest_isolation.core.kinds import Phase
+from pytest_isolation.core.kinds import RetryScope
+from pytest_isolation.core.kinds import WarningWhen
 from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
@@ -87,10 +90,10 @@ class InFlight:
 
     nodeid: str
     location: Location
-    phases: set[str] = dataclasses.field(default_factory=set)
+    phases: set[Phase] = dataclasses.field(default_factory=set)
     repeating: bool = False
 
-    def died_in(self) -> str:
+    def died_in(self) -> Phase:
         """The phase a death interrupts: teardown once the call reported."""
         return "teardown" if "call" in self.phases and not self.repeating else "call"
 
@@ -128,7 +131,7 @@ class FileRelay:
         on_notfound: Callable[[str], None],
         collect_only: bool = False,
         retries: int = 0,
-        scope: str = "failed",
+        scope: RetryScope = "failed",
     ) -> None:
         self.file = file
         #: ``--collect-only``: collection problems are kept for the placeholder
@@ -151,7 +154,7 @@ class FileRelay:
         #: Messages of leaks the run already warned about (their warning,
         #: which follows the leak, is dropped).
         self.repeated_leaks: set[str] = set()
-        self._handlers: dict[str, Callable[..., None]] = {
+        self._handlers: dict[wire.MessageKind, Callable[..., None]] = {
             wire.HELLO: self._hello,
             wire.COLLECTREPORT: self._collectreport,
             wire.DESELECTED: self._deselected,
@@ -174,7 +177,7 @@ class FileRelay:
             wire.DONE: self._done,
         }
 
-    def handle(self, kind: str, payload: dict[str, Any]) -> None:
+    def handle(self, kind: wire.MessageKind, payload: dict[str, Any]) -> None:
         if kind != wire.HELLO:
             self.silent = False
         self._handlers[kind](**payload)
@@ -286,7 +289,7 @@ class FileRelay:
         message: str,
         filename: str,
         lineno: int,
-        when: str,
+        when: WarningWhen,
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:

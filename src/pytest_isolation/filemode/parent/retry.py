@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pytest_isolation.core.kinds import RetryScope
 from pytest_isolation.core.records import FAILED
 from pytest_isolation.core.records import PASSED
 from pytest_isolation.core.records import QUARANTINED
@@ -48,7 +49,7 @@ HeldCollection = tuple[pytest.CollectReport, bool]
 class Attempts:
     """The attempts at one file: what each runs and what waits for the next."""
 
-    def __init__(self, nodeid: str, retries: int, scope: str, collect_only: bool) -> None:
+    def __init__(self, nodeid: str, retries: int, scope: RetryScope, collect_only: bool) -> None:
         self.retries = retries
         self.scope = scope
         #: ``--collect-only`` runs nothing, so nothing is retried.

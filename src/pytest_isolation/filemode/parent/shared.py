@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import pytest_private
+from pytest_isolation.core.kinds import Started
 from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.filemode import shared as declared
@@ -91,7 +92,7 @@ class SharedSetUp:
 def share(
     session: pytest.Session,
     files: Sequence[pytest.Collector],
-    method: str,
+    method: Started,
     used: set[str] | None = None,
 ) -> tuple[list[str], SharedSetUp | None]:
     """The shared fixtures of the run set up in this process (``fork``), and

@@ -25,6 +25,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import START_METHOD
+from pytest_isolation.core.kinds import Started
 from pytest_isolation.core.settings import THREADS_RUNNING
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.settings import plugin_threads
@@ -86,13 +87,13 @@ class Starter:
         self.spawned = 0
 
     @property
-    def method(self) -> str:
+    def method(self) -> Started:
         """How children start: ``fork``, ``spawn`` or ``forkserver`` (kept in
         the stash for the run report)."""
         return self.config.stash[START_METHOD]
 
     @method.setter
-    def method(self, value: str) -> None:
+    def method(self, value: Started) -> None:
         self.config.stash[START_METHOD] = value
 
     def start(
