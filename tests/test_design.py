@@ -118,6 +118,29 @@ def test_the_entry_plugin_declares_no_option() -> None:
     assert all(name.endswith((".plugin", ".fixtures")) for name in entry.pytest_plugins)
 
 
+HOW_IT_WORKS = PACKAGE.parents[1] / "docs" / "explanation" / "how-it-works.md"
+
+
+def test_how_it_works_names_only_modules_that_exist() -> None:
+    """The map and the paths through it (issue 47) stay true as modules move."""
+    import re
+
+    text = HOW_IT_WORKS.read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)+[a-z_]+\.py)`", text))
+    # A path is the package's, file mode's (``child/plugin.py``) or the repository's.
+    roots = (PACKAGE, FILEMODE, PACKAGE.parents[1])
+    missing = sorted(path for path in named if not any((root / path).is_file() for root in roots))
+    assert len(named) > 40
+    assert not missing, f"how-it-works.md names modules that do not exist: {missing}"
+
+
+def test_how_it_works_maps_every_package() -> None:
+    text = HOW_IT_WORKS.read_text()
+    block = text[text.index("## Architecture") : text.index("### The path of one file")]
+    packages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+    assert not [name for name in packages if f"{name}/" not in block]
+
+
 def test_a_class_over_the_limit_is_found() -> None:
     """The check can fail: a class with 13 attributes and no reason is caught."""
     source = "class Big:\n    def __init__(self):\n" + "".join(

@@ -7,7 +7,6 @@ the oldest (8.0) and the newest supported pytest."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -367,6 +366,7 @@ def progress_counted(pytester: pytest.Pytester) -> Any:
         """
         import json
         from pathlib import Path
+        from pytest_isolation.core.pytest_private import progress_holds
         from pytest_isolation.core.pytest_private import progress_reported
 
         def pytest_sessionfinish(session):
@@ -374,7 +374,8 @@ def progress_counted(pytester: pytest.Pytester) -> Any:
             counted = progress_reported(reporter)
             found = None if counted is None else {
                 "ids": sorted(str(nodeid) for nodeid in counted),
-                "by_string": "test_a.py::test_1" in counted,
+                "by_string": progress_holds(counted, "test_a.py::test_1"),
+                "not_run": progress_holds(counted, "test_a.py::test_3"),
             }
             Path("counted.json").write_text(json.dumps(found))
         """
@@ -391,21 +392,15 @@ def test_progress_reported(pytester: pytest.Pytester) -> None:
         assert counted["ids"] == ["test_a.py::test_1", "test_a.py::test_2"]
 
 
-@pytest.mark.xfail(
-    importlib.util.find_spec("_pytest.nodeid") is not None,
-    reason="a pytest with structured node ids (_pytest.nodeid, 9.2) keeps NodeId objects in "
-    "_progress_nodeids_reported, which no node id string is in, and "
-    "filemode/parent/progress.py's _settle asks whether the coming test's node id string is "
-    "in it (left as it is: no change of behaviour in this refactoring)",
-    strict=True,
-)
 def test_progress_reported_holds_node_id_strings(pytester: pytest.Pytester) -> None:
-    """What ``progress._settle`` relies on: a node id string is in the set."""
+    """What ``progress._settle`` relies on: whether a test's node id string
+    is counted (node id strings, or ``NodeId`` objects since pytest 9.2)."""
     counted = progress_counted(pytester)
-    detail = "what TerminalReporter._progress_nodeids_reported holds (node id strings)"
-    with fence(detail, "progress_reported (and progress._settle)"):
+    detail = "what TerminalReporter._progress_nodeids_reported holds (node ids)"
+    with fence(detail, "progress_holds (and progress._settle)"):
         assert counted is not None
         assert counted["by_string"]
+        assert not counted["not_run"]
 
 
 def test_write_progress_filling_space(pytester: pytest.Pytester) -> None:

@@ -3,10 +3,13 @@
 A fork server freezes its objects before forking (``gc.freeze()``): the
 collector of the server, and of each child, then leaves them alone instead
 of walking the whole heap it shares with its parent and so copying every
-page of it.  A child that thawed them first thing (as it did) paid that walk
-at its session's end, where pytest's unraisable-exception check collects
-garbage: about 10 ms a file on a trivial suite, a third of a trivial file's
-cost.
+page of it.  A child that thawed them first thing would pay that walk at
+its session's end, where pytest's unraisable-exception check collects
+garbage.
+
+It sits in the core because both the guard (the heap walk of
+:mod:`pytest_isolation.guard.mocks`) and file mode's processes see what is
+frozen.
 
 Frozen objects are invisible to ``gc.get_objects()`` and
 ``gc.get_referrers()``, and are not collected by ``gc.collect()``; a test

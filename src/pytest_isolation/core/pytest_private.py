@@ -271,6 +271,18 @@ def progress_reported(reporter: object) -> set[object] | None:
     return counted if isinstance(counted, set) else None
 
 
+def progress_holds(counted: set[object], nodeid: str) -> bool:
+    """Whether the terminal's count (:func:`progress_reported`) holds the
+    test ``nodeid``: a node id string before pytest 9.2, a structured
+    ``_pytest.nodeid.NodeId`` (equal when its path, names and parameters
+    are) since."""
+    if nodeid in counted:
+        return True
+    node_id = sys.modules.get("_pytest.nodeid")
+    parse = getattr(getattr(node_id, "NodeId", None), "parse", None)
+    return parse is not None and parse(nodeid) in counted
+
+
 def write_progress_filling_space(reporter: pytest.TerminalReporter) -> None:
     """End the terminal's current line with its ``[NN%]``, as pytest does
     when the next file begins (``_write_progress_information_filling_space``,

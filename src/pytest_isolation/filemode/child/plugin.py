@@ -47,6 +47,7 @@ from pytest_isolation.filemode.child.loops import suite_impls
 from pytest_isolation.filemode.child.loops import suite_loops
 from pytest_isolation.filemode.child.terminal import TerminalStandIn
 from pytest_isolation.filemode.child.terminal import detach_terminal
+from pytest_isolation.filemode.child.terminal import written_to_stderr
 from pytest_isolation.filemode.shared import SHARED_VALUES
 from pytest_isolation.filemode.shared import flush_files
 from pytest_isolation.filemode.wire import COLLECTED
@@ -405,14 +406,6 @@ class ChildPlugin:
             raise error
 
 
-def _written_to_stderr() -> int:
-    """The size of this child's stderr file (-1 when it is not a file)."""
-    try:
-        return os.fstat(2).st_size
-    except OSError:
-        return -1
-
-
 class _FileRun(NamedTuple):
     """One file of a shared process: its items and its held collection messages."""
 
@@ -489,7 +482,7 @@ def finish(session: pytest.Session, plugin: ChildPlugin) -> None:
         os._exit(INTERRUPTED_EXIT)
     # How much of its stderr the child wrote before finishing: the parent
     # shows that now, and what its unconfigure writes when it has ended.
-    plugin.sender.send(FINISHED, stderr=_written_to_stderr())
+    plugin.sender.send(FINISHED, stderr=written_to_stderr())
     if not (plugin.spec.collect_only or code):
         code = session_end.unconfigure(session, done)
     sys.stdout.flush()

@@ -3,6 +3,7 @@ through a stand-in, and forwards what a plugin writes to it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -59,3 +60,11 @@ class TerminalStandIn:
         self.config = config
         pytest_private.set_terminal_writer(self, writer)
         self.stats: dict[str, list[object]] = {}
+
+
+def written_to_stderr() -> int:
+    """The size of this child's stderr file (-1 when it is not a file)."""
+    try:
+        return os.fstat(2).st_size
+    except OSError:
+        return -1

@@ -41,6 +41,7 @@ from pytest_isolation.filemode.child.session_end import apply_raised_status
 from pytest_isolation.filemode.child.session_end import write_raised_status
 from pytest_isolation.filemode.parent import progress
 from pytest_isolation.filemode.parent.collecting import Collection
+from pytest_isolation.filemode.parent.ending import end_child
 from pytest_isolation.filemode.parent.nodes import CHILD_SKIP
 from pytest_isolation.filemode.parent.nodes import PLACEMENT
 from pytest_isolation.filemode.parent.nodes import ChildCollectionError
@@ -51,7 +52,6 @@ from pytest_isolation.filemode.parent.nodes import process_of
 from pytest_isolation.filemode.parent.relay import Death
 from pytest_isolation.filemode.parent.relay import FileRelay
 from pytest_isolation.filemode.parent.relay import Relayer
-from pytest_isolation.filemode.parent.relay import end_child
 from pytest_isolation.filemode.parent.shared import SharedFixtures
 from pytest_isolation.filemode.parent.starting import SESSION
 from pytest_isolation.filemode.parent.starting import Starter

@@ -234,3 +234,10 @@ def pass_through(child: Child, start: int, end: int = -1) -> int:
         sys.stderr.write(data.decode(errors="replace"))
         sys.stderr.flush()
     return start + len(data)
+
+
+def end_child(child: Child) -> None:
+    """End a child that is not needed (any more) and wait for it."""
+    child.kill()
+    child.wait()
+    child.close()

@@ -42,6 +42,7 @@ from pytest_isolation.filemode.parent import crash
 from pytest_isolation.filemode.parent import progress
 from pytest_isolation.filemode.parent.ending import Finishing
 from pytest_isolation.filemode.parent.ending import end_at_once
+from pytest_isolation.filemode.parent.ending import end_child
 from pytest_isolation.filemode.parent.ending import end_tree
 from pytest_isolation.filemode.parent.ending import pass_through
 from pytest_isolation.filemode.parent.nodes import ChildTest
@@ -492,10 +493,3 @@ class Relayer:
         death = Death(describe_exit(returncode), child.stderr_tail())
         child.close()
         return death
-
-
-def end_child(child: Child) -> None:
-    """End a child that is not needed (any more) and wait for it."""
-    child.kill()
-    child.wait()
-    child.close()

@@ -33,7 +33,7 @@ from pytest_isolation.filemode import shared as declared
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.parent import django
 from pytest_isolation.filemode.parent import forkable
-from pytest_isolation.filemode.parent.relay import end_child
+from pytest_isolation.filemode.parent.ending import end_child
 from pytest_isolation.filemode.parent.starting import SESSION
 from pytest_isolation.filemode.parent.starting import Starter
 from pytest_isolation.filemode.parent.starting import write_line
