@@ -35,6 +35,9 @@ SHARED = {
     "forks.py",
     "placement.py",
     "shared.py",
+    "cov.py",
+    "depth.py",
+    "loops.py",
 }
 MOST_ATTRIBUTES = 12
 MOST_LINES = 500

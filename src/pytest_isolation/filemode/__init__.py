@@ -8,5 +8,8 @@ and the handles on a child), :mod:`.lifetime` (ending with the parent),
 :mod:`.junit` (junit XML data from the child to the parent),
 :mod:`.compat` (other plugins' compatibility, read before configure),
 :mod:`.forks` (what a forked child must renew), :mod:`.placement` (where
-each file runs) and :mod:`.shared` (which session fixtures are shared).
+each file runs), :mod:`.shared` (which session fixtures are shared),
+:mod:`.cov` (coverage across processes), :mod:`.depth` (a child's tests as
+deep in the stack as the run loop's) and :mod:`.loops` (the conftests' own
+run loops, found in the parent, run in the child).
 """

@@ -1,7 +1,12 @@
-"""The one entry into a file's child that a fork server forked from the
-parent's run loop (``fork`` start): it collects its file there and hands the
-run loop its tests, as pytest's own loop would run them, then ends the
-process.
+"""The child side's one entry for the processes that fork children: the
+parent's controller and starter and the fork servers import this module and
+no other of :mod:`.child` (``lint-imports`` keeps it so).
+
+A child forked from the parent's run loop (``fork`` start) collects its file
+there and hands the run loop its tests, as pytest's own loop would run them,
+then ends the process (:func:`run`).  The other ways a child starts, is
+prepared, collects and ends are :mod:`.start`'s, :mod:`.collection`'s and
+:mod:`.plugin`'s, named here for those callers.
 
 The parent's controller calls :func:`run` once, in its ``pytest_runtestloop``
 frame, and calls each test's protocol in the body of the ``with``: the
@@ -23,10 +28,24 @@ from typing import Any
 
 import pytest
 
+from pytest_isolation.filemode.child.collection import collect_forked
 from pytest_isolation.filemode.child.collection import run_loop_logging_kept
-from pytest_isolation.filemode.child.loops import run_suite_loops
 from pytest_isolation.filemode.child.plugin import ChildPlugin
 from pytest_isolation.filemode.child.plugin import finish
+from pytest_isolation.filemode.child.start import prepare_forked
+from pytest_isolation.filemode.child.start import restart_capture
+from pytest_isolation.filemode.child.start import start_forked
+from pytest_isolation.filemode.loops import run_suite_loops
+
+__all__ = [
+    "ChildPlugin",
+    "collect_forked",
+    "finish",
+    "prepare_forked",
+    "restart_capture",
+    "run",
+    "start_forked",
+]
 
 Tests = Iterator[tuple[pytest.Item, "pytest.Item | None"]]
 

@@ -122,32 +122,3 @@ def session_status(session: pytest.Session, interrupted: bool) -> int:
     if session.testsfailed:
         return int(pytest.ExitCode.TESTS_FAILED)
     return int(pytest.ExitCode.OK)
-
-
-#: Why a child's process raised the run's exit status.
-AT_SESSIONFINISH = (
-    "ended its session with exit status {status} (a plugin's or conftest's pytest_sessionfinish)"
-)
-AT_UNCONFIGURE = (
-    "exited with status {status} after its last test (a plugin's or conftest's "
-    "pytest_unconfigure raised; see its traceback above)"
-)
-KILLED_AFTER = "{ended} after its last test (in its plugins' pytest_unconfigure)"
-
-
-def write_raised_status(
-    reporter: pytest.TerminalReporter, status: int, nodeid: str, why: str = AT_SESSIONFINISH
-) -> None:
-    """In the parent's summary: which file's session end failed the run, and where."""
-    if status:
-        said = why.format(status=status)
-        reporter.write_line(
-            f"isolation: the process of {nodeid} {said}; the run exits with status {status}",
-            red=True,
-        )
-
-
-def apply_raised_status(session: pytest.Session, status: int) -> None:
-    """In the parent's sessionfinish: a child's raised status fails a run that passed."""
-    if status and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = status

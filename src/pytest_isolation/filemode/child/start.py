@@ -16,8 +16,8 @@ from pytest_isolation.core import names
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.xdist import is_worker
+from pytest_isolation.filemode import cov
 from pytest_isolation.filemode import junit
-from pytest_isolation.filemode.child import cov
 from pytest_isolation.filemode.child.plugin import ChildPlugin
 from pytest_isolation.filemode.child.terminal import detach_terminal
 from pytest_isolation.filemode.wire import ChildSpec

@@ -18,8 +18,8 @@ import pytest
 
 from pytest_isolation.core.keys import SERVERS_ENDED
 from pytest_isolation.filemode import wire
-from pytest_isolation.filemode.child.session_end import AT_UNCONFIGURE
-from pytest_isolation.filemode.child.session_end import KILLED_AFTER
+from pytest_isolation.filemode.parent.raised import AT_UNCONFIGURE
+from pytest_isolation.filemode.parent.raised import KILLED_AFTER
 from pytest_isolation.filemode.processes import DUMP_SIGNAL
 from pytest_isolation.filemode.processes import Child
 from pytest_isolation.filemode.processes import describe_exit

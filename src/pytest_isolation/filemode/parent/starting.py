@@ -34,11 +34,11 @@ from pytest_isolation.core.startup import STARTED
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.filemode import compat
 from pytest_isolation.filemode import wire
-from pytest_isolation.filemode.child.collection import collect_forked
-from pytest_isolation.filemode.child.plugin import ChildPlugin
-from pytest_isolation.filemode.child.plugin import finish
-from pytest_isolation.filemode.child.start import prepare_forked
-from pytest_isolation.filemode.child.start import start_forked
+from pytest_isolation.filemode.child.forked import ChildPlugin
+from pytest_isolation.filemode.child.forked import collect_forked
+from pytest_isolation.filemode.child.forked import finish
+from pytest_isolation.filemode.child.forked import prepare_forked
+from pytest_isolation.filemode.child.forked import start_forked
 from pytest_isolation.filemode.parent.servers import PRELOAD_SECONDS
 from pytest_isolation.filemode.parent.servers import OriginEnded
 from pytest_isolation.filemode.parent.servers import Servers

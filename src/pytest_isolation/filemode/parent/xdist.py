@@ -21,14 +21,14 @@ from pytest_isolation.core.keys import START_METHOD
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import compat
 from pytest_isolation.filemode import lifetime
-from pytest_isolation.filemode.child.session_end import AT_SESSIONFINISH
-from pytest_isolation.filemode.child.session_end import apply_raised_status
-from pytest_isolation.filemode.child.session_end import write_raised_status
 from pytest_isolation.filemode.parent import progress
 from pytest_isolation.filemode.parent.controller import refuse_replaced_loop
 from pytest_isolation.filemode.parent.nodeargs import fail_if_not_found
 from pytest_isolation.filemode.parent.nodeargs import write_not_found
 from pytest_isolation.filemode.parent.nodes import ChildTest
+from pytest_isolation.filemode.parent.raised import AT_SESSIONFINISH
+from pytest_isolation.filemode.parent.raised import apply_raised_status
+from pytest_isolation.filemode.parent.raised import write_raised_status
 
 
 class WorkerFileMode:

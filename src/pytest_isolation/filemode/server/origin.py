@@ -13,10 +13,10 @@ import traceback
 
 import pytest
 
-from pytest_isolation.filemode.child import cov
-from pytest_isolation.filemode.child.plugin import ChildPlugin
-from pytest_isolation.filemode.child.start import prepare_forked
-from pytest_isolation.filemode.child.start import start_forked
+from pytest_isolation.filemode import cov
+from pytest_isolation.filemode.child.forked import ChildPlugin
+from pytest_isolation.filemode.child.forked import prepare_forked
+from pytest_isolation.filemode.child.forked import start_forked
 from pytest_isolation.filemode.forks import fork
 from pytest_isolation.filemode.processes import child_start
 from pytest_isolation.filemode.processes import fork_process

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import frozen
-from pytest_isolation.filemode.child.start import restart_capture
+from pytest_isolation.filemode.child.forked import restart_capture
 from pytest_isolation.filemode.server import preload
 from pytest_isolation.filemode.server.forkserver import say_hello
 from pytest_isolation.filemode.server.forkserver import serve
