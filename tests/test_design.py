@@ -46,8 +46,15 @@ LENGTH_REASON_WITHIN = 60
 
 
 def attributes(node: ast.ClassDef) -> set[str]:
-    """The names a class's methods assign on ``self``."""
-    found = set()
+    """The names a class's methods assign on ``self``, and the fields its
+    body declares (a dataclass's, a named tuple's; not a ``ClassVar``)."""
+    found = {
+        statement.target.id
+        for statement in node.body
+        if isinstance(statement, ast.AnnAssign)
+        and isinstance(statement.target, ast.Name)
+        and "ClassVar" not in ast.unparse(statement.annotation)
+    }
     for inner in ast.walk(node):
         if (
             isinstance(inner, ast.Attribute)
@@ -149,6 +156,17 @@ def test_a_class_over_the_limit_is_found() -> None:
     source = "class Big:\n    def __init__(self):\n" + "".join(
         f"        self.a{i} = {i}\n" for i in range(13)
     )
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.ClassDef)
+    assert len(attributes(node)) == 13
+
+
+def test_a_dataclass_over_the_limit_is_found() -> None:
+    """Fields count as attributes: a dataclass of 13 fields is caught."""
+    source = "@dataclasses.dataclass\nclass Big:\n" + "".join(
+        f"    a{i}: int = {i}\n" for i in range(13)
+    )
+    source += "    limit: ClassVar[int] = 1\n"
     node = ast.parse(source).body[0]
     assert isinstance(node, ast.ClassDef)
     assert len(attributes(node)) == 13

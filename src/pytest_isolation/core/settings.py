@@ -76,6 +76,9 @@ class ModeFrom:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
+    """The plugin's settings, read once from the command line and the ini file."""
+
+    # Attributes: one per setting the parts read; a value, not a part with a job.
     mode: Mode = "off"
     #: Where the mode was set: the option, the environment variable, the ini
     #: key, or the setting that puts files in processes of their own.

@@ -106,6 +106,8 @@ Message = tuple[MessageKind, dict[str, Any]]
 class ChildSpec:
     """What the parent asks one child to do."""
 
+    # Attributes: one message of the protocol, each field something the child
+    # must be told; splitting it would only split the message.
     #: Absolute path of the test file.
     path: str
     #: ``::``-name tuples from ``path::name`` arguments; ``None`` runs the whole file.

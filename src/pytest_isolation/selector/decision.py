@@ -75,6 +75,7 @@ class RecordStats:
 
 @dataclasses.dataclass
 class Decision:
+    # Attributes: the fields of the selector's JSON decision (its schema), one value.
     outcome: str
     #: The scope (a :data:`~pytest_isolation.core.kinds.SelectorScope`), or the
     #: ``--isolation-scope`` text as given when it is none (``invalid_input``).
