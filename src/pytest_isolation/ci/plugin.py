@@ -13,8 +13,8 @@ from pytest_isolation.ci import quarantine
 from pytest_isolation.ci.split import STRATEGIES
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import QUARANTINE_KEY
-from pytest_isolation.core.options import GROUP
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import add_flag
 from pytest_isolation.core.settings import RETRY_SCOPES
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_controller
@@ -22,10 +22,9 @@ from pytest_isolation.core.xdist import is_controller
 #: Where a path from an ini key starts (see ``options.path``).
 _RELATIVE = "an ini value is relative to the ini file"
 
-RETRY_SCOPE = Setting(
+RETRY_SCOPE = Setting.of_choices(
     "With --isolation-retries: rerun only a file's failed tests (failed) or the whole file (file).",
-    "|".join(RETRY_SCOPES),
-    RETRY_SCOPES[0],
+    RETRY_SCOPES,
 )
 
 #: Sharding, by dest (= ini key); --isolation-store-durations, an action, has no key.
@@ -76,12 +75,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     RETRY_SCOPE.add(parser, "isolation_retry_scope")
     for dest, setting in SHARDING.items():
         setting.add(parser, dest)
-    parser.getgroup(*GROUP).addoption(
-        "--isolation-store-durations",
-        dest="isolation_store_durations",
-        action="store_true",
-        default=False,
-        help="Write this run's file durations to --isolation-durations (default "
+    add_flag(
+        parser,
+        "isolation_store_durations",
+        "Write this run's file durations to --isolation-durations (default "
         "isolation-durations.json in the rootdir), to commit.",
     )
     for dest, setting in OUTCOMES.items():

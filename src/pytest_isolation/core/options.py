@@ -50,6 +50,11 @@ class Setting:
     #: What an unset default means, in words (``no limit``).
     unset: str = "none"
 
+    @classmethod
+    def of_choices(cls, text: str, choices: tuple[str, ...]) -> Setting:
+        """An option of a fixed set of values, the first its default."""
+        return cls(text, "|".join(choices), choices[0])
+
     def add(self, parser: pytest.Parser, dest: str) -> None:
         name = flag_of(dest)
         text = f"{self.text} Default: {self.default or self.unset}"
@@ -62,6 +67,19 @@ class Setting:
         # A flag's key is a string read by boolean(): pytest's bool type names no key.
         given = f"read when {name} is not given" if self.metavar else f"{name} turns it on"
         parser.addini(dest, f"{text}; {given}.", default=self.default)
+
+
+def add_flag(parser: pytest.Parser, dest: str, text: str) -> None:
+    """A flag that says what one run does (an action), with no ini key."""
+    parser.getgroup(*GROUP).addoption(
+        flag_of(dest), dest=dest, action="store_true", default=False, help=text
+    )
+
+
+def add_lines(parser: pytest.Parser, key: str, text: str, kind: str = "linelist") -> None:
+    """An ini key of many values (``linelist``: one a line; ``args``: split
+    as a shell would), empty by default, with no option."""
+    parser.addini(key, text, type=kind, default=[])  # type: ignore[arg-type]
 
 
 def blank_options(config: pytest.Config) -> list[str]:

@@ -21,6 +21,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.options import GROUP
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import add_flag
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_worker
 
@@ -49,12 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     for dest, setting in SETTINGS.items():
         setting.add(parser, dest)
-    parser.getgroup(*GROUP).addoption(
-        "--isolation-twice",
-        dest="isolation_twice",
-        action="store_true",
-        default=False,
-        help="Run every test that passes a second time right after the first, in the same "
+    add_flag(
+        parser,
+        "isolation_twice",
+        "Run every test that passes a second time right after the first, in the same "
         "process, before the leak guard puts anything back; a test whose repeat fails is "
         "reported as 'passes once, fails when repeated', with what its first run left changed.",
     )

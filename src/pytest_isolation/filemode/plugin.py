@@ -12,6 +12,7 @@ import pytest
 
 from pytest_isolation.core import names
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import add_lines
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.settings import MODE_ENV
 from pytest_isolation.core.settings import MODES
@@ -67,20 +68,19 @@ FILE_MODE_ONLY = {
 def pytest_addoption(parser: pytest.Parser) -> None:
     for dest, setting in {**CHOICES, **LIMITS}.items():
         setting.add(parser, dest)
-    parser.addini(
+    add_lines(
+        parser,
         "isolation_paths",
         "File mode: where the files matching a pattern run, one 'GLOB: MODE' per line, "
         "relative to the ini file; MODE is file (a process each), off (together, as in a plain "
         "run) or group=NAME (one process per group); the most specific pattern wins.",
-        type="linelist",
-        default=[],
     )
-    parser.addini(
+    add_lines(
+        parser,
         "isolation_shared_fixtures",
         "File mode with fork: session fixtures set up once, before the first child, in the "
         "process the children are forked from; each child inherits their values.",
-        type="args",
-        default=[],
+        kind="args",
     )
 
 

@@ -37,23 +37,16 @@ PATCHERS = ("mock", "fakefs")
 IMPORT_HINT = "run with --isolation-mode=file to keep it in this file, or move it into a fixture"
 
 
+@dataclasses.dataclass(eq=False)  # a part, compared by identity
 class Findings:
     """A window's leaks, from the snapshots the guard keeps: found, put back
     and described; and what its test left running or on disk."""
 
-    def __init__(
-        self,
-        snapshots: Snapshots,
-        verdict: Verdict,
-        restorer: Restorer,
-        recorders: Recorders,
-        leftovers: Leftovers,
-    ) -> None:
-        self.snapshots = snapshots
-        self.verdict = verdict
-        self.restorer = restorer
-        self.recorders = recorders
-        self.leftovers = leftovers
+    snapshots: Snapshots
+    verdict: Verdict
+    restorer: Restorer
+    recorders: Recorders
+    leftovers: Leftovers
 
     def close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""

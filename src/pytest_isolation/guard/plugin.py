@@ -11,6 +11,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import add_lines
 from pytest_isolation.core.settings import LEAK_POLICIES
 from pytest_isolation.core.settings import Settings
 
@@ -38,12 +39,11 @@ DEEP = Setting(
 def pytest_addoption(parser: pytest.Parser) -> None:
     LEAKS.add(parser, "isolation_leaks")
     DEEP.add(parser, "isolation_leaks_deep")
-    parser.addini(
+    add_lines(
+        parser,
         "isolation_allow_leaks",
         "Leaks the guard allows everywhere, one 'category' or 'category:pattern' per line "
         "(e.g. env:MYAPP_*).",
-        type="linelist",
-        default=[],
     )
 
 

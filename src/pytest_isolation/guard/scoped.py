@@ -46,41 +46,32 @@ from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import raw_changes
 
 
+@dataclasses.dataclass(eq=False)  # a part, compared by identity
 class ScopedFixtures:
     """The higher-scoped fixtures alive: their windows (what each one's
     setup set, checked at its finalization), their values, the project
     objects they hold and their files; with the guard's parts that find,
     put back and report what a fixture leaked."""
 
-    def __init__(
-        self,
-        open_windows: OpenWindows,
-        snapshots: Snapshots,
-        recorders: Recorders,
-        restorer: Restorer,
-        settler: Settler,
-        leftovers: Leftovers,
-        allowances: tuple[allow.Allowance, ...],
-        held: HeldState,
-        values: FixtureValues | None,
-    ) -> None:
-        #: The test's and the file's windows, shared with the guard.
-        self.open = open_windows
-        self.snapshots = snapshots
-        self.recorders = recorders
-        self.restorer = restorer
-        self.settler = settler
-        self.leftovers = leftovers
-        self.allowances = allowances
-        self.fixtures = FixtureWindows()
-        #: The deep tier's higher-scoped fixture values (None without it).
-        self.values = values
-        #: What the test shares through higher-scoped fixtures and its unittest class.
-        self.held = held
-        if values is not None:  # one record of the higher-scoped fixtures alive
-            values.scoped = held.scoped
-        #: The files and folders of higher-scoped fixtures.
-        self.shared_files = SharedFiles()
+    #: The test's and the file's windows, shared with the guard.
+    open: OpenWindows
+    snapshots: Snapshots
+    recorders: Recorders
+    restorer: Restorer
+    settler: Settler
+    leftovers: Leftovers
+    allowances: tuple[allow.Allowance, ...]
+    #: What the test shares through higher-scoped fixtures and its unittest class.
+    held: HeldState
+    #: The deep tier's higher-scoped fixture values (None without it).
+    values: FixtureValues | None
+    fixtures: FixtureWindows = dataclasses.field(default_factory=FixtureWindows)
+    #: The files and folders of higher-scoped fixtures.
+    shared_files: SharedFiles = dataclasses.field(default_factory=SharedFiles)
+
+    def __post_init__(self) -> None:
+        if self.values is not None:  # one record of the higher-scoped fixtures alive
+            self.values.scoped = self.held.scoped
 
     def tiers(self, fixturedef: Any) -> list[Tier]:
         """The tiers open now: the file's too while a test file runs, except

@@ -5,6 +5,7 @@ value, pytest's own ``sys.path`` entries, an allowed leak)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 
@@ -31,24 +32,17 @@ from pytest_isolation.guard.windows import changes
 from pytest_isolation.guard.windows import pytest_package_insert
 
 
+@dataclasses.dataclass(eq=False)  # a part, compared by identity
 class Verdict:
     """Decides, for each change a window's tiers show, whose it is and what
     kind: the rules in one place, so a new kind of state needs no hook."""
 
-    def __init__(
-        self,
-        watch: Watchlist,
-        containers: Containers,
-        sys_modules: SysModules,
-        sites: Sites,
-        imported: set[tuple[str, str]],
-    ) -> None:
-        self.watch = watch
-        self.containers = containers
-        self.sys_modules = sys_modules
-        self.sites = sites
-        #: Keys a library's import set in the current file (the recorders' set).
-        self.imported = imported
+    watch: Watchlist
+    containers: Containers
+    sys_modules: SysModules
+    sites: Sites
+    #: Keys a library's import set in the current file (the recorders' set).
+    imported: set[tuple[str, str]]
 
     def library_set(self, item: Found) -> bool:
         """At import: a function or class of an installed library put in

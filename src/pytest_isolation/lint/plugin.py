@@ -9,27 +9,26 @@ from __future__ import annotations
 import pytest
 
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import add_lines
 from pytest_isolation.core.settings import LINT
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.lint import ALLOW_INI
 
-LINT_SETTING = Setting(
+LINT_SETTING = Setting.of_choices(
     "Isolation lint of test files and conftests when collected (hard-coded "
     "temporary paths, os.chdir or os.environ writes without a restore, mocks installed at "
     "import time, ...): warn, error (their collection fails) or off.",
-    "|".join(LINT),
-    LINT[0],
+    LINT,
 )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     LINT_SETTING.add(parser, "isolation_lint")
-    parser.addini(
+    add_lines(
+        parser,
         ALLOW_INI,
         "Isolation lint findings to accept, one 'CODE' (everywhere) or 'CODE: GLOB' per line; "
         "GLOB is relative to the ini file (** matches any directories).",
-        type="linelist",
-        default=[],
     )
 
 

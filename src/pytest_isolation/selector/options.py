@@ -12,6 +12,7 @@ from pytest_isolation.core.kinds import Unmapped
 from pytest_isolation.core.names import ALLOW_ALL_ENV
 from pytest_isolation.core.options import GROUP
 from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import add_flag
 
 CACHE_KEY = "isolation/import-graph"
 #: The selected test files, passed to pytest-xdist workers.
@@ -102,12 +103,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="Selector: also the files changed since the git REF (committed, staged, "
         "unstaged, untracked).",
     )
-    group.addoption(
-        "--isolation-dry-run",
-        dest="isolation_dry_run",
-        action="store_true",
-        default=False,
-        help="Selector: print the selected test files and exit without running them.",
+    add_flag(
+        parser,
+        "isolation_dry_run",
+        "Selector: print the selected test files and exit without running them.",
     )
     for dest, setting in SETTINGS.items():
         setting.add(parser, dest)

@@ -31,11 +31,11 @@ import pytest
 from pytest_isolation.filemode.child.collection import collect_forked
 from pytest_isolation.filemode.child.collection import run_loop_logging_kept
 from pytest_isolation.filemode.child.plugin import ChildPlugin
+from pytest_isolation.filemode.child.plugin import Tests
 from pytest_isolation.filemode.child.plugin import finish
 from pytest_isolation.filemode.child.start import prepare_forked
 from pytest_isolation.filemode.child.start import restart_capture
 from pytest_isolation.filemode.child.start import start_forked
-from pytest_isolation.filemode.loops import run_suite_loops
 
 __all__ = [
     "ChildPlugin",
@@ -47,8 +47,6 @@ __all__ = [
     "start_forked",
 ]
 
-Tests = Iterator[tuple[pytest.Item, "pytest.Item | None"]]
-
 
 @contextlib.contextmanager
 def run(session: pytest.Session, plugin: ChildPlugin, loops: list[Any]) -> Iterator[Tests]:
@@ -59,12 +57,8 @@ def run(session: pytest.Session, plugin: ChildPlugin, loops: list[Any]) -> Itera
     try:
         with run_loop_logging_kept(session.config):
             session.config.hook.pytest_collection(session=session)
-        try:
-            run_suite_loops(session, loops)
-            yield plugin.items(session)
-        except BaseException as error:
-            plugin.stopped(error)
-        finish(session, plugin)  # ends the process
+        with plugin.testing(session, loops) as tests:  # ends the process
+            yield tests
     except BaseException:
         traceback.print_exc()
     os._exit(3)

@@ -82,6 +82,8 @@ from pytest_isolation.record.executed import Recorder
 
 #: Exit code of a child whose run was interrupted (as pytest's own).
 INTERRUPTED_EXIT = 2
+#: A child's tests to run, each with the next one.
+Tests = Iterator[tuple[pytest.Item, "pytest.Item | None"]]
 
 
 class ChildPlugin:
@@ -340,22 +342,27 @@ class ChildPlugin:
             call_deeper(spare - 1, self.run, session)
         elif spare == 1:
             self.run(session)
-        try:  # as deep as the parent's loop, or deeper
-            run_suite_loops(session, suite_loops(self.config, self))
-            for item, nextitem in self.items(session):
+        with self.testing(session) as tests:
+            for item, nextitem in tests:  # as deep as the parent's loop, or deeper
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-        except BaseException as error:
-            self.stopped(error)
-        finish(session, self)
         return True  # not reached: finish() ends the process
 
     def run(self, session: pytest.Session) -> None:
-        """Run the suite's own loop hooks (:mod:`.loops`) and the tests from
-        this frame, end the session and the process."""
-        try:
-            run_suite_loops(session, suite_loops(self.config, self))
-            for item, nextitem in self.items(session):
+        """Run the tests from this frame, end the session and the process."""
+        with self.testing(session) as tests:
+            for item, nextitem in tests:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+
+    @contextlib.contextmanager
+    def testing(self, session: pytest.Session, loops: list[Any] | None = None) -> Iterator[Tests]:
+        """Run the suite's own loop hooks (:mod:`..loops`; ``loops``: those the
+        parent found before it forked, else this process's), then give the tests
+        to run, each with the next one, in the caller's frame (as deep in the
+        stack as pytest's loop would run them); whatever happens in the
+        ``with`` body, end the session and the process (:func:`finish`)."""
+        try:
+            run_suite_loops(session, suite_loops(self.config, self) if loops is None else loops)
+            yield self.items(session)
         except BaseException as error:
             self.stopped(error)
         finish(session, self)
