@@ -39,6 +39,8 @@ from pytest_isolation.filemode.child import inherited
 from pytest_isolation.filemode.child import session_end
 from pytest_isolation.filemode.child.collection import named_as_in_the_run
 from pytest_isolation.filemode.child.collection import with_directories
+from pytest_isolation.filemode.child.grouped import FileRun
+from pytest_isolation.filemode.child.grouped import HeldMessages
 from pytest_isolation.filemode.child.terminal import TerminalStandIn
 from pytest_isolation.filemode.child.terminal import detach_terminal
 from pytest_isolation.filemode.child.terminal import written_to_stderr
@@ -74,7 +76,6 @@ from pytest_isolation.filemode.wire import USES
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
-from pytest_isolation.filemode.wire import Message
 from pytest_isolation.filemode.wire import MessageKind
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.filemode.wire import sendable_properties
@@ -100,8 +101,8 @@ class ChildPlugin:
         self.live = False
         #: A shared process: each file's collection messages, held while all
         #: files are collected, and then each file's items.
-        self.held: _Held | None = None
-        self.runs: list[_FileRun] = []
+        self.held: HeldMessages | None = None
+        self.runs: list[FileRun] = []
         #: How the run was interrupted, if it was.
         self.interruption: Interruption | None = None
         #: While a spawned child collects: its files and their directories.
@@ -143,7 +144,7 @@ class ChildPlugin:
         )
         paths = [path for path, _ in self.spec.files]
         if self.spec.more:  # as a plain run: every file is collected before any test runs
-            self.held = _Held(paths)
+            self.held = HeldMessages(paths)
         try:
             if self.parent_collector is None:
                 session.config.args = paths
@@ -385,7 +386,7 @@ class ChildPlugin:
         the next.  Stops where pytest's loop would (``-x``, ``--maxfail``)."""
         if self.spec.collect_only:
             return
-        runs = self.runs or [_FileRun(self.spec.path, session.items, [])]
+        runs = self.runs or [FileRun(self.spec.path, session.items, [])]
         items = [item for run in runs for item in run.items]
         position = 0
         for number, run in enumerate(runs):
@@ -411,41 +412,6 @@ class ChildPlugin:
             self.interruption = Interruption(error.msg, error.returncode)
         else:
             raise error
-
-
-class _FileRun(NamedTuple):
-    """One file of a shared process: its items and its held collection messages."""
-
-    path: str
-    items: list[pytest.Item]
-    messages: list[Message]
-
-
-class _Held:
-    """The messages of a shared process's files while it collects them all:
-    each file's go out just before its tests run, so that the parent
-    relays them with that file's."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.messages: dict[str, list[Message]] = {p: [] for p in paths}
-        self.current = paths[0]
-
-    def enter(self, path: str) -> None:
-        if path in self.messages:
-            self.current = path
-
-    def put(self, kind: MessageKind, payload: dict[str, Any], path: str | None) -> None:
-        key = path if path in self.messages else self.current
-        self.messages[key].append((kind, payload))
-
-    def split(self, items: list[pytest.Item]) -> list[_FileRun]:
-        """The files in order, each with its items (an item of no file goes
-        with the first)."""
-        first = next(iter(self.messages))
-        mine: dict[str, list[pytest.Item]] = {path: [] for path in self.messages}
-        for item in items:
-            mine.get(str(item.path), mine[first]).append(item)
-        return [_FileRun(path, mine[path], held) for path, held in self.messages.items()]
 
 
 class Interruption(NamedTuple):
