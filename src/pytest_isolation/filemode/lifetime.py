@@ -110,15 +110,24 @@ def server_went() -> bool:
     return gone
 
 
+#: The kernel's flag of a process on its way out (``PF_EXITING``, in
+#: ``/proc/PID/stat``): set as it starts to exit, before it tells its
+#: children (their parent-death signal) and well before it is a zombie.
+_EXITING = 0x4
+
+
 def _running(pid: int) -> bool:
-    """Whether ``pid`` runs (not ended, not a zombie: a killed process's
-    state until its parent reaps it)."""
+    """Whether ``pid`` runs: not exiting, not ended, not a zombie (a killed
+    process's state until its parent reaps it).  A fork server's child hears
+    of its server's end while the killed run's parent may still be on its
+    way out: the exiting flag says so, where its state would not yet."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        state, flags = fields[0], int(fields[6])
+    except (OSError, IndexError, ValueError):
         return False
-    return state not in (b"Z", b"X")
+    return state not in (b"Z", b"X") and not flags & _EXITING
 
 
 def end_with_controller() -> None:
