@@ -30,7 +30,7 @@ from typing import cast
 
 import pytest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pytest's private types, for annotations only: nothing is imported at run time
     from _pytest._io import TerminalWriter
     from _pytest.capture import MultiCapture
     from _pytest.fixtures import FixtureDef

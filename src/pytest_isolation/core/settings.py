@@ -30,18 +30,6 @@ LINT: tuple[LintLevel, ...] = get_args(LintLevel)
 #: Record what each test file executes: in file mode (auto), also in a plain run (on), never (off).
 RECORD: tuple[RecordSetting, ...] = get_args(RecordSetting)
 
-#: Every option with a fixed set of values, by dest (= ini key); the first is the default.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "isolation_mode": MODES,
-    "isolation_start": START_METHODS,
-    "isolation_leaks": LEAK_POLICIES,
-    "isolation_retry_scope": RETRY_SCOPES,
-    "isolation_preload": PRELOAD,
-    "isolation_lint": LINT,
-    "isolation_record": RECORD,
-}
-
-
 #: Sets the run's mode (``file`` or ``off``) between the command line and the ini key.
 MODE_ENV = "PYTEST_ISOLATION_MODE"
 
@@ -137,7 +125,7 @@ class Settings:
             timeout=timeout,
             kill_grace=10.0 if grace is None else grace,
             retries=options.count(config, "isolation_retries") or 0,
-            # Read in the order of CHOICES: the first bad value is the one reported.
+            # Read in this order: the first bad value is the one reported, as before.
             start=options.choice(config, "isolation_start", START_METHODS),
             leaks=options.choice(config, "isolation_leaks", LEAK_POLICIES),
             retry_scope=options.choice(config, "isolation_retry_scope", RETRY_SCOPES),
