@@ -31,6 +31,7 @@ from pytest_isolation.filemode.placement import run_mode
 from pytest_isolation.guard import plugin as guard
 from pytest_isolation.guard.allow import MARKER_HELP
 from pytest_isolation.lint import plugin as lint
+from pytest_isolation.pertest import plugin as pertest
 
 #: Each feature's options and ini keys, with its hooks: file mode, the leak guard,
 #: the CI features, the record of what each file executed, the lint; the isolation
@@ -45,6 +46,7 @@ pytest_plugins = [
     "pytest_isolation.fixtures",
     "pytest_isolation.selector.plugin",
     "pytest_isolation.diagnose.plugin",
+    "pytest_isolation.pertest.plugin",
 ]
 
 
@@ -142,6 +144,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if child is not None or lists_fixtures or not settings.recording or is_controller(config):
         _stop_parent_phase(config)  # no record, or (an xdist controller) no children of its own
     filemode.register_late_opt_in(config, settings)
+    if not lists_fixtures and not is_controller(config):  # last: first to run a test
+        pertest.register(config, settings)
     if child is not None:
         from pytest_isolation.filemode.child.start import install_spawned
         from pytest_isolation.filemode.wire import ChildSpec

@@ -18,8 +18,9 @@ from typing import Literal
 
 # -- option values (core/options.py ``choice`` checks them where they are read) --
 
-#: ``--isolation-mode``: every file together (``off``) or each in a process of its own.
-Mode = Literal["off", "file"]
+#: ``--isolation-mode``: every file together (``off``), each file in a process
+#: of its own (``file``), or each test (``test``).
+Mode = Literal["off", "file", "test"]
 #: ``--isolation-start``: how file mode starts a child.
 StartMethod = Literal["auto", "fork", "spawn", "forkserver"]
 #: The start method a run uses, once ``auto`` is resolved.

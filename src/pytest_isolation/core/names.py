@@ -14,6 +14,9 @@ GUARD = "isolation-guard"
 LINT = "isolation-lint"
 #: File mode's controller (the parent side of file mode).
 CONTROLLER = "isolation-controller"
+#: Runs the chosen tests each in a process of its own, and says so in the header.
+PER_TEST = "isolation-process-per-test"
+PER_TEST_HEADER = "isolation-process-per-test-header"
 #: The plugin inside a file-mode child that streams the file to the parent.
 CHILD = "isolation-child"
 #: A plain run's refusal of files that ask for processes of their own.

@@ -196,6 +196,23 @@ def seconds(config: pytest.Config, dest: str, maximum: float = MAX_SECONDS) -> f
     return number
 
 
+def limit(config: pytest.Config, dest: str, unit: str, maximum: float) -> float | None:
+    """A limit: a number of ``unit`` from 0 to ``maximum``, 0 (or unset) for none."""
+    value, source = raw(config, dest)
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= maximum:  # also refuses nan
+        raise pytest.UsageError(
+            f"{source}: invalid value {value!r}; expected a number of {unit} from 0 (no limit) "
+            f"to {maximum:g}"
+        )
+    return number or None
+
+
 def path(config: pytest.Config, dest: str) -> tuple[Path, str] | None:
     """A path and where it came from; None if unset.  A command-line value is
     relative to the directory pytest was invoked from, an ini value to the

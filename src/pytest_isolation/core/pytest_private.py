@@ -111,6 +111,22 @@ def call_and_report(
     return call(item, when, log, **kwds)  # type: ignore[arg-type]
 
 
+def set_up_collectors(session: pytest.Session, node: pytest.Collector) -> None:
+    """Set up ``node`` and the collectors above it that are not set up yet,
+    as pytest's runner does for an item's collectors before its own set-up
+    (``SetupState.setup``, which takes any node with a ``listchain``); raises
+    what a collector's set-up raised, now or before (pytest keeps it)."""
+    setup_state(session).setup(node)  # type: ignore[arg-type]
+
+
+def needs_teardown(session: pytest.Session, nextitem: pytest.Item | None) -> bool:
+    """Whether :func:`teardown_exact` would tear anything down: the set-up
+    nodes are not the first of ``nextitem``'s chain (``SetupState.stack``)."""
+    stack = list(setup_state(session).stack)
+    needed = nextitem.listchain() if nextitem is not None else []
+    return stack != needed[: len(stack)]
+
+
 # A test function's fixture request, fixture closure and stash.
 
 
@@ -365,6 +381,75 @@ def logging_plugin_handlers(config: pytest.Config) -> list[logging.Handler]:
     plugin = config.pluginmanager.get_plugin("logging-plugin")
     values = vars(plugin).values() if plugin is not None else ()
     return [value for value in values if isinstance(value, logging.Handler)]
+
+
+# pytest's capture manager.
+
+
+def read_capture(config: pytest.Config) -> tuple[str, str]:
+    """What the global capture holds and no phase has read yet, as pytest
+    reads it at the end of a phase (``CaptureManager.read_global_capture``);
+    empty when nothing captures.  Under ``--capture=fd`` a forked test's
+    process writes to the same files as the process it was forked from."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None or global_capture(config) is None:
+        return "", ""
+    out, err = capman.read_global_capture()
+    return str(out or ""), str(err or "")
+
+
+@contextlib.contextmanager
+def capturing(config: pytest.Config) -> Iterator[list[str]]:
+    """Capture stdout and stderr as a phase of a test does
+    (``CaptureManager.resume_global_capture`` / ``suspend_global_capture``),
+    and give them, once the body is done, in the list yielded."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    captured: list[str] = []
+    if capman is None or global_capture(config) is None:
+        yield captured
+        return
+    capman.resume_global_capture()
+    try:
+        yield captured
+    finally:
+        capman.suspend_global_capture(in_=False)
+        captured.extend(read_capture(config))
+
+
+def divert_hooks(
+    config: pytest.Config, names: frozenset[str], divert: Callable[[str, dict[str, Any]], None]
+) -> Callable[[], None]:
+    """From now on, a call of a hook in ``names``, however it is made
+    (``config.hook``, ``item.ihook``, historic), runs none of its
+    implementations: ``divert(name, kwargs)`` gets it instead.  Returns how
+    to undo it.  pluggy's public call monitoring
+    (``add_hookcall_monitoring``) hands ``before`` the very list of
+    implementations it then calls, which is emptied here: no public API
+    keeps implementations out of the calls pytest makes."""
+
+    def before(name: str, implementations: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        if name in names:
+            cast(list[Any], implementations).clear()  # the list pluggy calls next
+            divert(name, dict(kwargs))
+
+    def after(outcome: object, name: str, implementations: object, kwargs: object) -> None:
+        return None
+
+    undo: Callable[[], None] = config.pluginmanager.add_hookcall_monitoring(before, after)
+    return undo
+
+
+def phase_log_handlers(config: pytest.Config) -> list[logging.Handler]:
+    """The handlers pytest's logging plugin has on the root logger for the
+    phase running now: the report's and ``caplog``'s, both
+    ``_pytest.logging.LogCaptureHandler`` (not public), which only that
+    plugin puts there."""
+    return [
+        handler
+        for handler in logging.getLogger().handlers
+        if type(handler).__name__ == "LogCaptureHandler"
+        and type(handler).__module__ == "_pytest.logging"
+    ]
 
 
 # Collection and hook calls.

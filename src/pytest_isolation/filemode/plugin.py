@@ -25,7 +25,10 @@ from pytest_isolation.filemode import placement
 #: File mode's settings with a fixed set of values, by dest (= ini key).
 CHOICES = {
     "isolation_mode": Setting(
-        "file: run every test file in a process of its own.", "|".join(MODES), MODES[0]
+        "file: run every test file in a process of its own; test: every test, forked from "
+        "the run's process once its fixtures above function scope are set up.",
+        "|".join(MODES),
+        MODES[0],
     ),
     "isolation_start": Setting(
         "How file mode starts a child: fork (from a copy of this process), "

@@ -28,7 +28,7 @@ _write = os.write
 _read = os.read
 
 #: Bumped whenever a message kind or payload changes shape.
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 _HEADER = struct.Struct(">I")
 
@@ -59,6 +59,8 @@ MessageKind = Literal[
     "finished",
     "exiting",
     "server-ended",
+    "logrecord",
+    "timer",
 ]
 
 # Parent to a prepared (warm) forked child: the spec and the file's item index.
@@ -98,6 +100,13 @@ FINISHED: Final[MessageKind] = "finished"
 EXITING: Final[MessageKind] = "exiting"
 #: The fork server of the child ended while a test ran (``nodeid``).
 SERVER_ENDED: Final[MessageKind] = "server-ended"
+
+# A test's own process to the process it was forked from (``pertest``),
+# beside ``report``, ``warning``, ``leak`` and ``interrupted``:
+#: A log record of the running test, as its report would show it.
+LOGRECORD: Final[MessageKind] = "logrecord"
+#: pytest-timeout armed its timer for the test: its seconds and method.
+TIMER: Final[MessageKind] = "timer"
 
 Message = tuple[MessageKind, dict[str, Any]]
 

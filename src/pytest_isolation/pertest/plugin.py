@@ -1,0 +1,143 @@
+"""A test in a process of its own: the options, ini keys and marker, and
+the part registered by the entry plugin (:class:`.processes.TestProcesses`),
+in every process that runs tests.
+
+PYTEST_DONT_REWRITE (see the package's docstring).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_isolation.core import names
+from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.options import MAX_SECONDS
+from pytest_isolation.core.options import Setting
+from pytest_isolation.core.options import flag_of
+from pytest_isolation.core.options import limit
+from pytest_isolation.core.settings import Settings
+from pytest_isolation.pertest.limits import MARKER
+from pytest_isolation.pertest.limits import MARKER_HELP
+from pytest_isolation.pertest.limits import Limits
+from pytest_isolation.pertest.limits import marker_arguments
+from pytest_isolation.pertest.limits import memory_limit_supported
+
+#: The most megabytes a memory limit takes: a petabyte is a typo.
+MAX_MEGABYTES = 1024.0**3
+
+#: The limits of a test's process, by dest (= ini key).
+LIMITS = {
+    "isolation_test_timeout": Setting(
+        "A test in a process of its own may run this long (0: no limit); then its "
+        "threads' stacks are shown, its processes ended and the test failed; the next test runs.",
+        "SECONDS",
+        unset="no limit",
+    ),
+    "isolation_test_memory": Setting(
+        "A test in a process of its own may grow its process's memory (address space) by this "
+        "many megabytes (0: no limit); an allocation over it fails with MemoryError (Linux).",
+        "MB",
+        unset="no limit",
+    ),
+    "isolation_test_cpu": Setting(
+        "A test in a process of its own may use this much CPU time, in whole seconds rounded "
+        "up (0: no limit); then SIGXCPU ends its process and the test fails.",
+        "SECONDS",
+        unset="no limit",
+    ),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    for dest, setting in LIMITS.items():
+        setting.add(parser, dest)
+
+
+def limits(config: pytest.Config) -> Limits:
+    """The run's limits of a test's process (a marker's arguments override them)."""
+    return Limits(
+        timeout=limit(config, "isolation_test_timeout", "seconds", MAX_SECONDS),
+        memory=limit(config, "isolation_test_memory", "megabytes", MAX_MEGABYTES),
+        cpu=limit(config, "isolation_test_cpu", "seconds", MAX_SECONDS),
+    )
+
+
+def register(config: pytest.Config, settings: Settings) -> None:
+    """The part that runs the chosen tests each in a process of its own:
+    checked at start (fork, the memory limit's platform), registered last
+    so that it comes first among the runners of a test's protocol."""
+    from pytest_isolation.pertest.chosen import Chooser
+    from pytest_isolation.pertest.processes import TestProcesses
+
+    config.addinivalue_line("markers", MARKER_HELP)
+    defaults = limits(config)
+    every = settings.mode == "test"
+    if not hasattr(os, "fork"):
+        if every:
+            raise pytest.UsageError(
+                "--isolation-mode=test forks each test from the process that runs the tests: "
+                "this platform has no fork; use --isolation-mode=file"
+            )
+        config.pluginmanager.register(NoFork(), names.PER_TEST)
+        return
+    if defaults.memory and not memory_limit_supported():
+        raise pytest.UsageError(
+            f"{flag_of('isolation_test_memory')}: a memory limit needs Linux "
+            "(the kernel's limit on a process's address space)"
+        )
+    chooser = Chooser(every, defaults)
+    config.pluginmanager.register(TestProcesses(config, chooser), names.PER_TEST)
+    config.pluginmanager.register(Header(every, defaults), names.PER_TEST_HEADER)
+
+
+class Header:
+    """The header's line of a run with tests in processes of their own."""
+
+    def __init__(self, every: bool, defaults: Limits) -> None:
+        self.every = every
+        self.defaults = defaults
+
+    def pytest_report_header(self) -> str | None:
+        if self.every:
+            return (
+                "isolation: test mode: each test in a process of its own, forked once its "
+                f"fixtures above function scope are set up (limits: {self.defaults.text()})"
+            )
+        if self.defaults != Limits():
+            return (
+                f"isolation: limits of a test's process ({self.defaults.text()}) apply to the "
+                f"tests marked {MARKER} or placed with 'test'"
+            )
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        """A marker with a bad argument stops the run before any test runs
+        (in a file's process: that file's collection fails with the message)."""
+        del config
+        for item in items:
+            marker = item.get_closest_marker(MARKER)
+            if marker is not None:
+                marker_arguments(marker.kwargs, marker.args, str(item.nodeid))
+
+
+class NoFork:
+    """Without fork: a test marked to run in a process of its own is refused."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if config.stash.get(IN_CHILD, False):
+            return
+        marked = [item for item in items if item.get_closest_marker(MARKER) is not None]
+        if marked:
+            raise pytest.UsageError(
+                f"{marked[0].nodeid}: @pytest.mark.{MARKER} forks the test from the process "
+                "that runs the tests: this platform has no fork; use isolation_paths or "
+                "--isolation-mode=file to give its file a process of its own"
+            )

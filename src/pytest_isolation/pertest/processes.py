@@ -1,0 +1,116 @@
+"""The plugin that runs the chosen tests each in a process of its own, in
+whichever process runs the tests: the run's, an xdist worker's or a file's
+process in file mode (never file mode's parent, whose items stand for
+files)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import IO
+from typing import Any
+
+import pytest
+
+from pytest_isolation.core import pytest_private
+from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.filemode.wire import TIMER
+from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.pertest import scoped
+from pytest_isolation.pertest.chosen import Chooser
+from pytest_isolation.pertest.running import TestRun
+from pytest_isolation.pertest.running import dump_file
+from pytest_isolation.pertest.scoped import SetUpLogs
+
+
+class TestProcesses:
+    """Runs each chosen test in a process of its own (``pytest_runtest_protocol``)."""
+
+    __test__ = False  # not a test class, whatever pytest's python_classes say
+
+    def __init__(self, config: pytest.Config, chooser: Chooser) -> None:
+        self.config = config
+        self.chooser = chooser
+        #: In a test's own process: its pipe to the forking process (this
+        #: plugin then steps aside: pytest runs the test here).
+        self.sender: Sender | None = None
+        self.logs: SetUpLogs | None = None
+        self._dumps: IO[bytes] | None = None
+
+    @pytest.hookimpl(tryfirst=True)  # instead of pytest's runner, for the chosen tests
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> bool | None:
+        if self.sender is not None or item.stash.get(FILE_PLACEHOLDER, False):
+            return None
+        limits = self.chooser.limits_of(item)
+        option = self.config.option
+        if limits is None or getattr(option, "setupplan", False) or not scoped.runs_code(item):
+            return None  # pytest runs it here
+        logs = SetUpLogs(self.config)
+        try:
+            scoped.set_up_shared(item, logs)
+        except scoped.SET_UP_FAILED:
+            return None  # pytest runs it here, and raises the kept error again
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        run = TestRun(item, limits, self._dump_file())
+        try:
+            run.run(lambda sender: self._enter(sender, logs))
+        finally:
+            teardown = scoped.merged_teardown(
+                run.teardown, scoped.tear_down_between(item, nextitem)
+            )
+            if teardown is not None:
+                ihook.pytest_runtest_logreport(report=teardown)
+            ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+            if isinstance(item, pytest.Function):
+                pytest_private.release_request(item)
+                item.funcargs = None  # type: ignore[assignment]
+        if run.interrupted is not None:
+            reason, returncode = run.interrupted
+            if reason is None:
+                raise KeyboardInterrupt
+            pytest.exit(reason, returncode)
+        return True
+
+    def _enter(self, sender: Sender, logs: SetUpLogs) -> None:
+        """In the test's process: step aside, keep the pipe and the set-up's logs."""
+        self.sender = sender
+        self.logs = logs
+
+    @pytest.hookimpl(tryfirst=True)  # inside pytest's logging of the set-up phase
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.logs is not None:  # the test's process: the shared set-up's records
+            logs, self.logs = self.logs, None
+            logs.replay(self.config)
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-timeout's
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
+        """pytest-timeout's timer runs in the test's process (and the process
+        says so), not in the one that forks: its signal would fire there."""
+        if self.sender is not None:
+            seconds = getattr(settings, "timeout", None)
+            method = str(getattr(settings, "method", ""))
+            if seconds:
+                self.sender.send(TIMER, seconds=float(seconds), method=method)
+            return None
+        return True if self._forks(item) else None
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-timeout's
+    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
+        return True if self.sender is None and self._forks(item) else None
+
+    def _forks(self, item: pytest.Item) -> bool:
+        return (
+            not item.stash.get(FILE_PLACEHOLDER, False) and self.chooser.limits_of(item) is not None
+        )
+
+    def _dump_file(self) -> IO[bytes]:
+        if self._dumps is None:
+            self._dumps = dump_file()
+        return self._dumps
+
+    def pytest_unconfigure(self) -> None:
+        if self._dumps is not None:
+            with contextlib.suppress(OSError):
+                self._dumps.close()

@@ -1,0 +1,183 @@
+"""One test in a process of its own, from the forking side: fork, replay
+what the process sends into this process's hooks as it comes, and report
+a process that ended early or over a limit."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from typing import IO
+from typing import Any
+
+import pytest
+
+from pytest_isolation.core import pytest_private
+from pytest_isolation.core.keys import GUARD_KEY
+from pytest_isolation.core.kinds import Phase
+from pytest_isolation.core.records import Leak
+from pytest_isolation.filemode import forks
+from pytest_isolation.filemode import lifetime
+from pytest_isolation.filemode.parent.relay import warning_category
+from pytest_isolation.filemode.wire import INTERRUPTED
+from pytest_isolation.filemode.wire import LEAK
+from pytest_isolation.filemode.wire import LOGRECORD
+from pytest_isolation.filemode.wire import REPORT
+from pytest_isolation.filemode.wire import TIMER
+from pytest_isolation.filemode.wire import WARNING
+from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.pertest import ending
+from pytest_isolation.pertest import testchild
+from pytest_isolation.pertest.limits import Limits
+from pytest_isolation.pertest.waiting import Ended
+from pytest_isolation.pertest.waiting import Waiting
+
+_NEXT_PHASE: dict[str, Phase] = {"setup": "call", "call": "teardown", "teardown": "teardown"}
+
+
+class TestRun:
+    """Runs ``item`` in a forked process and replays its reports; the last
+    teardown report is held (:attr:`teardown`) for the forking side to
+    merge with its own teardown."""
+
+    __test__ = False  # not a test class, whatever pytest's python_classes say
+
+    def __init__(self, item: pytest.Item, limits: Limits, dumps: IO[bytes]) -> None:
+        self.item = item
+        self.config = item.config
+        self.limits = limits
+        self.dumps = dumps
+        self.teardown: pytest.TestReport | None = None
+        #: The last report sent: the phase running now follows it.
+        self.last: pytest.TestReport | None = None
+        self.log_lines: list[str] = []
+        self.timer: ending.Timer | None = None
+        self.interrupted: tuple[str | None, int | None] | None = None
+        self.ended = Ended()
+
+    def run(self, enter: Callable[[Sender], None]) -> None:
+        """Fork, replay until the process ends, report how it ended."""
+        read_fd, write_fd = os.pipe()
+        self.dumps.seek(0)
+        self.dumps.truncate()
+        parent = os.getpid()
+        lifetime.wait_for_own_children()
+        try:
+            pid = _fork()
+            if pid == 0:  # pragma: no cover - the test's process
+                os.close(read_fd)
+                testchild.run(self.item, self.limits, write_fd, self.dumps.fileno(), parent, enter)
+            os.close(write_fd)
+            timeout = self.limits.timeout
+            deadline = time.monotonic() + timeout if timeout else None
+            waiting = Waiting(pid, os.fdopen(read_fd, "rb", buffering=0), self.dumps, deadline)
+            for kind, payload in waiting.messages():
+                self._replay(kind, payload)
+        finally:
+            lifetime.give_back_sigchld()
+        self.ended = waiting.ended
+        self._settle()
+
+    def _replay(self, kind: str, payload: dict[str, Any]) -> None:
+        config = self.config
+        if kind == REPORT:
+            report = config.hook.pytest_report_from_serializable(
+                config=config, data=payload["data"]
+            )
+            self._report(report)
+        elif kind == WARNING:
+            category = warning_category(payload["module"], payload["qualname"])
+            record = warnings.WarningMessage(
+                category(payload["message"]), category, payload["filename"], payload["lineno"]
+            )
+            config.hook.pytest_warning_recorded.call_historic(
+                kwargs={
+                    "warning_message": record,
+                    "when": payload["when"],
+                    "nodeid": payload["nodeid"],
+                    "location": payload["location"],
+                }
+            )
+        elif kind == LEAK:
+            leak = Leak(**payload["fields"])
+            guard = config.stash.get(GUARD_KEY, None)
+            if guard is not None:
+                guard.record(leak)
+            config.hook.pytest_isolation_leak(config=config, leak=leak)
+        elif kind == LOGRECORD:
+            self.log_lines.append(payload["text"])
+        elif kind == TIMER:
+            self.timer = ending.Timer(payload["seconds"], payload["method"])
+        elif kind == INTERRUPTED:
+            self.interrupted = (payload["reason"], payload["returncode"])
+
+    def _report(self, report: pytest.TestReport) -> None:
+        self._flush_teardown()
+        if ending.over_memory(report, self.limits):
+            ending.lead_with_memory_limit(report, self.limits)
+        self.last = report
+        self.log_lines.clear()
+        if report.when == "teardown":
+            self.teardown = report  # merged with the teardown done here
+        else:
+            self.item.ihook.pytest_runtest_logreport(report=report)
+
+    def _flush_teardown(self) -> None:
+        """A teardown followed by more reports (a rerun's) is not the last."""
+        if self.teardown is not None:
+            held, self.teardown = self.teardown, None
+            self.item.ihook.pytest_runtest_logreport(report=held)
+
+    def _settle(self) -> None:
+        """A process that ended before its test's last teardown: a failed
+        report of the phase it was in, then a teardown of its own."""
+        ended = self.ended
+        done = self.teardown is not None and ended.returncode == 0 and not ended.timed_out
+        if done or self.interrupted is not None:
+            return
+        self._flush_teardown()
+        phase: Phase = "setup" if self.last is None else _NEXT_PHASE[self.last.when]
+        if self.last is not None and self.last.when == "teardown":
+            phase = "teardown"
+        text = ending.explained(
+            ending.cause(ended, self.limits, self.timer, phase),
+            ended.dump,
+            bool(self.config.getoption("fulltrace", False)),
+        )
+        out, err = pytest_private.read_capture(self.config)
+        captured = (out, err, "\n".join(self.log_lines))
+        report = ending.died(self.item, phase, text, self.last, captured, ended.wall_seconds)
+        self.last = report
+        if phase == "teardown":
+            self.teardown = report
+            return
+        self.item.ihook.pytest_runtest_logreport(report=report)
+        self.teardown = pytest.TestReport(
+            nodeid=self.item.nodeid,
+            location=self.item.location,
+            keywords=dict.fromkeys(self.item.keywords, 1),
+            outcome="passed",
+            longrepr=None,
+            when="teardown",
+            sections=list(report.sections),
+            user_properties=list(self.item.user_properties),
+        )
+
+
+def _fork() -> int:
+    """``os.fork()``: Python 3.12+ warns when other threads run (an xdist
+    worker's I/O thread, a suite's own); the test's process has only the
+    forking thread, as every fork-based runner's has."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+        return forks.fork()
+
+
+def dump_file() -> IO[bytes]:
+    """The file a test's process writes its dumps to (one for the run)."""
+    return tempfile.TemporaryFile()  # kept open for the run

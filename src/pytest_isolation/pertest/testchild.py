@@ -1,0 +1,176 @@
+"""What runs in a test's own process, from its fork to its ``os._exit``.
+
+The process runs pytest's protocol for its one test (every plugin's
+wrappers, pytest-rerunfailures and ``--isolation-twice`` included), with the
+test's teardown stopping at the test itself: what the next test shares
+belongs to the process it was forked from.  The calls of the hooks that
+report (a phase's report, a warning, a leak) are sent to that process
+instead of being made here (``pytest_private.divert_hooks``): it makes
+them, in order, so its terminal, junit XML, ``--lf``, xdist and file mode
+see them as from a test run in place.  The test's log records are sent as
+they are made, so that a process that dies keeps them.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+from typing import NoReturn
+
+import pytest
+
+from pytest_isolation.core import pytest_private
+from pytest_isolation.core.records import Leak
+from pytest_isolation.filemode import cov
+from pytest_isolation.filemode import forks
+from pytest_isolation.filemode import lifetime
+from pytest_isolation.filemode.processes import DUMP_SIGNAL
+from pytest_isolation.filemode.wire import INTERRUPTED
+from pytest_isolation.filemode.wire import LEAK
+from pytest_isolation.filemode.wire import LOGRECORD
+from pytest_isolation.filemode.wire import REPORT
+from pytest_isolation.filemode.wire import WARNING
+from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.filemode.wire import sendable_properties
+from pytest_isolation.pertest.limits import Limits
+from pytest_isolation.pertest.scoped import log_level
+
+#: The hooks whose calls are sent to the forking process.
+SENT = frozenset({"pytest_runtest_logreport", "pytest_warning_recorded", "pytest_isolation_leak"})
+#: The hooks the forking process calls itself, around the test's process.
+LEFT = frozenset({"pytest_runtest_logstart", "pytest_runtest_logfinish"})
+#: Exit codes of a test's process: interrupted (as pytest's), failed inside.
+INTERRUPTED_EXIT = 2
+BROKEN_EXIT = 3
+
+
+def run(
+    item: pytest.Item,
+    limits: Limits,
+    pipe: int,
+    dumps: int,
+    parent: int,
+    enter: Callable[[Sender], None],
+) -> NoReturn:
+    """Run ``item``'s protocol in this (forked) process and end it; ``pipe``:
+    the write end to the forking process ``parent``, ``dumps``: where a
+    fatal error and the stacks asked for at a time limit go; ``enter``:
+    makes the forking side's plugin step aside for this process's run."""
+    code = BROKEN_EXIT
+    try:
+        sender = Sender(pipe)
+        _start(parent, dumps)
+        config = item.config
+        pytest_private.divert_hooks(config, SENT | LEFT, Diversion(config, sender))
+        logging.getLogger().addHandler(LogRelay(config, sender))
+        limits.apply_here()
+        enter(sender)
+        try:
+            parent_node = item.parent  # the teardown stops at the test itself
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=parent_node)
+            code = 0
+        except (KeyboardInterrupt, pytest.exit.Exception) as stop:
+            reason = getattr(stop, "msg", None)
+            returncode = getattr(stop, "returncode", None)
+            sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=None)
+            code = INTERRUPTED_EXIT
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        cov.save()
+        os._exit(code)
+
+
+def _start(parent: int, dumps: int) -> None:
+    """End with the forking process; lead a process group of its own (a time
+    limit ends the test's processes together); a fatal error's traceback,
+    and every thread's stack when the forking process asks, to ``dumps``;
+    the suite's timers and watchdog as they were."""
+    lifetime.die_with_parent(parent)
+    lifetime.ending_default()
+    lifetime.suite_sigchld()
+    os.setpgid(0, 0)
+    faulthandler.enable(dumps, all_threads=True)
+    faulthandler.register(DUMP_SIGNAL, dumps, all_threads=True)
+    cov.measure_in_fork()
+    forks.resume()
+
+
+class Diversion:
+    """Sends the diverted hook calls to the forking process."""
+
+    def __init__(self, config: pytest.Config, sender: Sender) -> None:
+        self.config = config
+        self.sender = sender
+
+    def __call__(self, name: str, kwargs: dict[str, Any]) -> None:
+        if name == "pytest_runtest_logreport":
+            self._report(kwargs["report"])
+        elif name == "pytest_warning_recorded":
+            self._warning(**kwargs)
+        elif name == "pytest_isolation_leak":
+            leak: Leak = kwargs["leak"]
+            self.sender.send(LEAK, fields=leak.to_wire())
+
+    def _report(self, report: pytest.TestReport) -> None:
+        config = self.config
+        # A plugin may settle the outcome when its status is asked (pytest's
+        # subtests), from state kept in this process: ask here.
+        config.hook.pytest_report_teststatus(report=report, config=config)
+        data: dict[str, Any] = config.hook.pytest_report_to_serializable(
+            config=config, report=report
+        )
+        properties = data.get("user_properties")
+        if properties:
+            data["user_properties"], unsent = sendable_properties(list(properties))
+            if unsent:
+                sections = list(data.get("sections") or [])
+                data["sections"] = [*sections, ("isolation", "\n".join(unsent))]
+        self.sender.send(REPORT, data=data)
+
+    def _warning(
+        self,
+        warning_message: Any,
+        when: str,
+        nodeid: str,
+        location: tuple[str, int, str] | None,
+    ) -> None:
+        if when == "config":
+            return
+        category = warning_message.category
+        self.sender.send(
+            WARNING,
+            module=category.__module__,
+            qualname=category.__qualname__,
+            message=str(warning_message.message),
+            filename=warning_message.filename,
+            lineno=warning_message.lineno,
+            when=when,
+            nodeid=str(nodeid),
+            location=location,
+        )
+
+
+class LogRelay(logging.Handler):
+    """Sends each log record the test's report would show, as its report
+    would show it, so that a process that dies keeps its log."""
+
+    def __init__(self, config: pytest.Config, sender: Sender) -> None:
+        super().__init__(level=log_level(config) or logging.NOTSET)
+        self.sender = sender
+        log_format = config.getoption("log_format", None) or config.getini("log_format")
+        date_format = config.getoption("log_date_format", None) or config.getini("log_date_format")
+        self.setFormatter(logging.Formatter(log_format, date_format))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.sender.send(LOGRECORD, text=self.format(record))
+        except Exception:
+            self.handleError(record)
