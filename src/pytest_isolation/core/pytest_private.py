@@ -230,6 +230,16 @@ def xfail_mark_stops_run(item: pytest.Item) -> bool:
     return xfail is not None and not xfail.run
 
 
+def remember_xfail_mark(item: pytest.Item) -> None:
+    """Evaluate ``item``'s ``xfail`` mark and keep it where pytest's report of
+    a phase reads it (``_pytest.skipping.xfailed_key``, set by pytest's own
+    set-up, which ran in another process), unless ``--runxfail``."""
+    from _pytest import skipping
+
+    if not item.config.option.runxfail:
+        item.stash[skipping.xfailed_key] = skipping.evaluate_xfail_marks(item)
+
+
 def catch_warnings_for_item(item: pytest.Item) -> contextlib.AbstractContextManager[None]:
     """pytest's own handling of the warnings of a test's phase
     (``_pytest.warnings.catch_warnings_for_item``): the run's filters (``-W``,

@@ -13,8 +13,8 @@ import pytest
 from pytest_isolation.core.keys import QUARANTINE_KEY
 from pytest_isolation.core.kinds import Phase
 from pytest_isolation.core.longrepr import LeadingText
-from pytest_isolation.core.signals import signal_name
 from pytest_isolation.filemode.parent.stacks import split_dump
+from pytest_isolation.filemode.processes import describe_exit
 from pytest_isolation.pertest.limits import Limits
 from pytest_isolation.pertest.waiting import Ended
 
@@ -47,17 +47,16 @@ def cause(ended: Ended, limits: Limits, timer: Timer | None, phase: Phase) -> st
                 f"over its {limits.cpu:g} s CPU time limit: the test's process was killed "
                 "by SIGXCPU"
             )
-        name = signal_name(number) or "a signal"
-        text = f"the test's process was killed by {name} (signal {number})"
+        text = f"the test's process {describe_exit(code)} during its {phase}"
         if limits.memory and number in _OUT_OF_MEMORY:
-            text += f"; its memory limit was {limits.memory:g} MB"
+            text += f" (its memory limit: {limits.memory:g} MB)"
         return text
     if timer is not None and timer.method == "thread" and code == 1:
         return (
             f"over pytest-timeout's {timer.seconds:g} s limit: its thread method ended the "
             "test's process (exit code 1)"
         )
-    return f"the test's process exited with code {code} during the test's {phase}"
+    return f"the test's process {describe_exit(code)} during its {phase}"
 
 
 def died(

@@ -134,8 +134,9 @@ def tear_down_between(item: pytest.Item, nextitem: pytest.Item | None) -> pytest
         call = pytest.CallInfo.from_call(
             lambda: pytest_private.teardown_exact(session, nextitem), when="teardown"
         )
-    report = pytest.TestReport.from_item_and_call(item, call)
     out, err = captured or ("", "")
+    pytest_private.remember_xfail_mark(item)  # the test's set-up evaluated it elsewhere
+    report: pytest.TestReport = item.ihook.pytest_runtest_makereport(item=item, call=call)
     report.sections = [
         (f"Captured {name} teardown", text)
         for name, text in (("stdout", out), ("stderr", err))
@@ -155,9 +156,11 @@ def merged_teardown(
     for title, content in here.sections:
         _add_section(report, title, content)
     report.duration += here.duration
-    if here.failed and not report.failed:
-        report.outcome = "failed"
+    if report.passed and not here.passed:  # failed, or an xfail mark's "xfailed"
+        report.outcome = here.outcome
         report.longrepr = here.longrepr
+        if hasattr(here, "wasxfail"):
+            report.wasxfail = here.wasxfail
     return report
 
 

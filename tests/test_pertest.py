@@ -1,0 +1,582 @@
+"""A test in a process of its own (issue 48): ``--isolation-mode=test`` and the
+``isolation_process`` marker, the limits of a test's process, and how a
+test whose process died is reported.  Every run is a real pytest in a
+subprocess: the tests fork, crash, hang and go over limits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import LEAK_WARNINGS
+from conftest import TIMEOUT
+from conftest import literal
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fork, and Linux's limits")
+
+TEST_MODE = ("-p", "isolation", *LEAK_WARNINGS, "--isolation-mode=test", "-p", "no:randomly")
+PLAIN = ("-p", "isolation", *LEAK_WARNINGS, "-p", "no:randomly")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+
+
+def test_a_segfault_fails_its_test_with_the_cause_first_and_the_next_test_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import faulthandler, logging
+
+        def test_before():
+            pass
+
+        def test_crash():
+            print("said before the crash")
+            logging.getLogger("app").warning("logged before the crash")
+            faulthandler._sigsegv()
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(pytester, *TEST_MODE, "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_a.py::test_before PASSED*",
+            "test_a.py::test_crash FAILED*",
+            "test_a.py::test_after PASSED*",
+            "*_ test_crash _*",
+            "isolation: the test's process was killed by signal 11 (SIGSEGV) during its call",
+            "Fatal Python error: Segmentation fault",
+            "*test_a.py*line 9 in test_crash",
+            "*- Captured stdout call -*",
+            "said before the crash",
+            "*- Captured log call -*",
+            "WARNING  app:test_a.py:8 logged before the crash",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "cause"),
+    [
+        ("os._exit(7)", "the test's process exited with code 7 during its call"),
+        ("os.abort()", "the test's process was killed by signal 6 (SIGABRT) during its call"),
+        ("os.kill(os.getpid(), 9)", "the test's process was killed by signal 9 (SIGKILL)*"),
+    ],
+)
+def test_a_process_that_ends_early_fails_its_test(
+    pytester: pytest.Pytester, statement: str, cause: str
+) -> None:
+    pytester.makepyfile(
+        test_a=f"""
+        import os, sys
+
+        def test_ends():
+            sys.stderr.write("its last words\\n")
+            {statement}
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(pytester, *TEST_MODE)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [f"isolation: {cause}", "*- Captured stderr call -*", "its last words"]
+    )
+
+
+def test_a_time_limit_shows_every_threads_stack_and_the_output_so_far(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import threading, time, pytest
+
+        def helper():
+            time.sleep(60)
+
+        @pytest.mark.isolation_process(timeout=1)
+        def test_hangs():
+            threading.Thread(target=helper, name="helper", daemon=True).start()
+            print("waiting for ever")
+            time.sleep(60)
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(pytester, *PLAIN, "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_a.py::test_hangs FAILED*",
+            "test_a.py::test_after PASSED*",
+            "isolation: over its 1 s time limit: the test's process was killed",
+            "*Thread 0x*",
+            "*line 4 in helper",
+            "*line 10 in test_hangs",
+            "*- Captured stdout call -*",
+            "waiting for ever",
+        ]
+    )
+    assert result.duration < 30
+
+
+def test_the_run_wide_time_limit_and_the_marker_that_lifts_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import time, pytest
+
+        def test_slow():
+            time.sleep(30)
+
+        @pytest.mark.isolation_process(timeout=0)
+        def test_unlimited():
+            time.sleep(1.5)
+        """
+    )
+    result = run(pytester, *TEST_MODE, "--isolation-test-timeout=1")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: test mode: each test in a process of its own*(limits: time 1 s, "
+            "memory none, CPU none)",
+            "FAILED test_a.py::test_slow - isolation: over its 1 s time limit*",
+        ]
+    )
+
+
+def test_a_memory_limit_fails_the_allocation_over_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import pytest
+
+        @pytest.mark.isolation_process(memory=100)
+        def test_greedy():
+            data = bytearray(400 * 1024 * 1024)
+
+        @pytest.mark.isolation_process(memory=100)
+        def test_modest():
+            data = bytearray(10 * 1024 * 1024)
+        """
+    )
+    result = run(pytester, *PLAIN)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_greedy _*",
+            "isolation: over its 100 MB memory limit: an allocation failed (MemoryError)",
+            "*MemoryError*",
+        ]
+    )
+
+
+def test_a_cpu_limit_ends_a_busy_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import pytest
+
+        @pytest.mark.isolation_process(cpu=1)
+        def test_busy():
+            while True:
+                pass
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(pytester, *PLAIN)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["isolation: over its 1 s CPU time limit: the test's process was killed by SIGXCPU"]
+    )
+
+
+COUNTED = """
+import json, os
+from pathlib import Path
+import pytest
+
+def count(name):
+    path = Path(os.environ["COUNTS"])
+    counts = json.loads(path.read_text()) if path.exists() else {}
+    counts[name] = counts.get(name, 0) + 1
+    path.write_text(json.dumps(counts))
+"""
+
+
+def _counting_suite(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        COUNTED
+        + """
+@pytest.fixture(scope="session")
+def session_resource():
+    count("session setup")
+    yield
+    count("session teardown")
+"""
+    )
+    pytester.makepyfile(
+        test_a=COUNTED
+        + """
+from conftest import count as tally
+
+def setup_module():
+    tally("setup_module")
+
+def teardown_module():
+    tally("teardown_module")
+
+@pytest.fixture(scope="module", params=["x", "y"])
+def module_resource(request, session_resource):
+    tally(f"module setup {request.param}")
+    yield request.param
+    tally(f"module teardown {request.param}")
+
+@pytest.fixture(scope="class")
+def class_resource():
+    tally("class setup")
+    yield
+    tally("class teardown")
+
+@pytest.fixture
+def function_resource():
+    tally("function setup")
+    yield
+    tally("function teardown")
+
+def test_one(module_resource, function_resource):
+    pass
+
+def test_two(module_resource):
+    pass
+
+@pytest.mark.usefixtures("class_resource")
+class TestGrouped:
+    def test_three(self, session_resource):
+        pass
+
+    def test_four(self, function_resource):
+        pass
+""",
+        test_b="""
+def test_five(session_resource):
+    pass
+""",
+    )
+
+
+def test_fixtures_above_function_scope_are_set_up_as_often_as_in_a_plain_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _counting_suite(pytester)
+    counts = {}
+    for name, args in {"plain": PLAIN, "test": TEST_MODE}.items():
+        monkeypatch.setenv("COUNTS", str(pytester.path / f"counts-{name}.json"))
+        run(pytester, *args).assert_outcomes(passed=7)
+        counts[name] = json.loads((pytester.path / f"counts-{name}.json").read_text())
+    assert counts["test"] == counts["plain"]
+    assert counts["test"]["session setup"] == 1
+    assert counts["test"]["module setup x"] == 1
+    assert counts["test"]["function setup"] == 3
+
+
+def test_the_same_outcomes_sections_and_junit_xml_as_a_plain_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import logging, warnings, pytest
+
+        @pytest.fixture(scope="module")
+        def resource():
+            print("module set-up output")
+            logging.getLogger("fx").warning("module set-up record")
+            yield
+            print("module teardown output")
+            raise RuntimeError("module teardown failed")
+
+        @pytest.fixture(scope="module")
+        def broken():
+            raise ValueError("broken module fixture")
+
+        def test_one(resource, record_property):
+            record_property("answer", 42)
+            warnings.warn(UserWarning("a warning of the test"))
+            print("test output")
+
+        def test_two(resource):
+            assert 0, "a plain failure"
+
+        def test_three(broken):
+            pass
+
+        @pytest.mark.skip(reason="skipped by mark")
+        def test_four(broken):
+            pass
+
+        @pytest.mark.xfail(reason="known")
+        def test_five():
+            assert 0
+        """
+    )
+    outputs = {}
+    for name, args in {"plain": PLAIN, "test": TEST_MODE}.items():
+        result = run(
+            pytester, *args, "-rA", f"--junitxml=junit-{name}.xml", "-o", "junit_family=legacy"
+        )
+        # the module fixture's teardown error is the last test's, which its
+        # xfail mark turns into a second "xfailed", as in a plain run
+        result.assert_outcomes(passed=1, failed=1, errors=1, skipped=1, xfailed=2, warnings=1)
+        lines = [
+            line
+            for line in result.outlines
+            if not line.startswith(("isolation: test mode", "platform ", "rootdir", "plugins"))
+            and " in " not in line
+            and "junit-" not in line
+        ]
+        outputs[name] = lines
+    assert outputs["test"] == outputs["plain"]
+    plain_xml = (pytester.path / "junit-plain.xml").read_text()
+    test_xml = (pytester.path / "junit-test.xml").read_text()
+
+    def normal(xml: str) -> str:
+        import re
+
+        return re.sub(r'(time|timestamp|hostname)="[^"]*"', "", xml)
+
+    assert normal(test_xml) == normal(plain_xml)
+
+
+def test_a_same_file_polluter_no_longer_fails_its_victim(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import json
+
+        def test_polluter():
+            json.loads = lambda text: "patched"
+
+        def test_victim():
+            assert json.loads("1") == 1
+        """
+    )
+    run(pytester, "-p", "no:randomly", "-p", "no:isolation").assert_outcomes(passed=1, failed=1)
+    run(pytester, *TEST_MODE).assert_outcomes(passed=2)
+
+
+def test_xdist_workers_run_each_test_in_a_process_of_its_own(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        **{
+            f"test_{name}": """
+            import faulthandler, os, pytest
+            SEEN = set()
+
+            @pytest.mark.parametrize("n", range(3))
+            def test_own_process(n):
+                assert os.getpid() not in SEEN
+                SEEN.add(os.getpid())
+
+            def test_crash():
+                faulthandler._sigsegv()
+            """
+            for name in "ab"
+        }
+    )
+    result = run(pytester, *TEST_MODE, "-p", "xdist", "-n", "2")
+    result.assert_outcomes(passed=6, failed=2)
+    result.stdout.fnmatch_lines(
+        ["*isolation: the test's process was killed by signal 11 (SIGSEGV)*"]
+    )
+
+
+def test_a_marked_test_inside_file_mode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import os, pytest
+
+        PIDS = []
+
+        @pytest.fixture(scope="module")
+        def file_process():
+            return os.getpid()
+
+        def test_first(file_process):
+            assert os.getpid() == file_process
+
+        @pytest.mark.isolation_process(timeout=1)
+        def test_marked(file_process):
+            assert os.getpid() != file_process
+            os.environ["LEFT_BY_MARKED"] = "1"
+            while True:
+                pass
+
+        def test_last(file_process):
+            assert os.getpid() == file_process
+            assert "LEFT_BY_MARKED" not in os.environ
+        """
+    )
+    result = run(pytester, "-p", "isolation", "--isolation-mode=file", "-p", "no:randomly", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_a.py::test_first PASSED*",
+            "test_a.py::test_marked FAILED*",
+            "test_a.py::test_last PASSED*",
+            "*isolation: over its 1 s time limit*",
+        ]
+    )
+
+
+def test_pytest_timeout_signal_method_fails_the_test_inside_its_process(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import time, pytest
+
+        @pytest.mark.timeout(1, method="signal")
+        def test_slow():
+            time.sleep(30)
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(pytester, *TEST_MODE, "-p", "pytest_timeout")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*Failed: Timeout (>1.0s) from pytest-timeout*"])
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_pytest_timeout_thread_method_is_named_as_the_cause(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import time, pytest
+
+        @pytest.mark.timeout(1, method="thread")
+        def test_slow():
+            time.sleep(30)
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(pytester, *TEST_MODE, "-p", "pytest_timeout")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: over pytest-timeout's 1 s limit: its thread method ended the test's "
+            "process (exit code 1)"
+        ]
+    )
+
+
+def test_pytest_exit_in_a_tests_process_ends_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import pytest
+
+        def test_stops():
+            pytest.exit("enough for today", returncode=3)
+
+        def test_never():
+            pass
+        """
+    )
+    result = run(pytester, *TEST_MODE)
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*Exit: enough for today*"])
+    result.stdout.no_fnmatch_line("*test_never*PASSED*")
+
+
+def test_last_failed_and_maxfail_see_the_tests_reports(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        def test_one():
+            assert 0
+
+        def test_two():
+            assert 0
+
+        def test_three():
+            pass
+        """
+    )
+    run(pytester, *TEST_MODE, "-x").assert_outcomes(failed=1)
+    run(pytester, *TEST_MODE).assert_outcomes(failed=2, passed=1)
+    run(pytester, *TEST_MODE, "--lf").assert_outcomes(failed=2, passed=0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--isolation-test-timeout=soon",), "--isolation-test-timeout: invalid value 'soon'*"),
+        (("--isolation-test-memory=-1",), "--isolation-test-memory: invalid value '-1'*"),
+        (("-o", "isolation_test_cpu=x"), "isolation_test_cpu (ini): invalid value 'x'*"),
+    ],
+)
+def test_a_bad_limit_is_refused_before_anything_runs(
+    pytester: pytest.Pytester, args: tuple[str, ...], message: str
+) -> None:
+    pytester.makepyfile(test_a="def test_one():\n    open('ran', 'w').close()\n")
+    result = run(pytester, *TEST_MODE, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert not Path(pytester.path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("isolation_process(5)", "*takes keyword arguments only*"),
+        ("isolation_process(seconds=5)", "*unknown argument 'seconds'; choose from timeout*"),
+        ("isolation_process(timeout=-1)", "*isolation_process(timeout=-1): give a number >= 0*"),
+    ],
+)
+def test_a_bad_marker_is_refused_before_anything_runs(
+    pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    pytester.makepyfile(
+        test_a=f"""
+        import pytest
+
+        def test_first():
+            open("ran", "w").close()
+
+        @pytest.mark.{marker}
+        def test_marked():
+            pass
+        """
+    )
+    result = run(pytester, *PLAIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: test_a.py::test_marked: {message}"])
+    assert not Path(pytester.path / "ran").exists()
+
+
+def test_the_guard_names_what_a_test_left_behind_in_its_process(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import os
+
+        def test_polluter():
+            os.environ["LEFT_BEHIND"] = "1"
+
+        def test_victim():
+            assert "LEFT_BEHIND" not in os.environ
+        """
+    )
+    result = run(pytester, *TEST_MODE)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            literal("[env] os.environ['LEFT_BEHIND'] (was unset, now '1')*"),
+            "  by test_a.py::test_polluter",
+        ]
+    )
