@@ -580,3 +580,63 @@ def test_the_guard_names_what_a_test_left_behind_in_its_process(pytester: pytest
             "  by test_a.py::test_polluter",
         ]
     )
+
+
+PIDS_SUITE = """
+import os
+
+def test_one():
+    with open(f"pids-{__name__}", "a") as pids:
+        pids.write(f"{os.getpid()}\\n")
+
+def test_two():
+    with open(f"pids-{__name__}", "a") as pids:
+        pids.write(f"{os.getpid()}\\n")
+"""
+
+
+def _pids(pytester: pytest.Pytester, name: str) -> int:
+    """How many processes the module's two tests ran in."""
+    return len(set((pytester.path / f"pids-{name}").read_text().split()))
+
+
+def test_isolation_paths_places_files_tests_in_processes_of_their_own(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nisolation_paths =\n    tests/alone/**: test\n")
+    pytester.mkpydir("tests")
+    pytester.mkpydir("tests/alone")
+    (pytester.path / "tests/alone/test_alone.py").write_text(PIDS_SUITE)
+    (pytester.path / "tests/test_together.py").write_text(PIDS_SUITE)
+    result = run(pytester, "-p", "isolation", "-p", "no:randomly")
+    result.assert_outcomes(passed=4)
+    assert _pids(pytester, "tests.alone.test_alone") == 2
+    assert _pids(pytester, "tests.test_together") == 1
+
+
+def test_test_mode_leaves_the_files_placed_off_in_the_runs_process(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nisolation_paths =\n    test_together.py: off\n")
+    pytester.makepyfile(test_alone=PIDS_SUITE, test_together=PIDS_SUITE)
+    run(pytester, *TEST_MODE).assert_outcomes(passed=4)
+    assert _pids(pytester, "test_alone") == 2
+    assert _pids(pytester, "test_together") == 1
+
+
+def test_a_conftest_or_the_modules_marker_places_a_files_tests_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.mkpydir("sub")
+    (pytester.path / "sub/conftest.py").write_text('isolation_mode = "test"\n')
+    (pytester.path / "sub/test_conftest.py").write_text(PIDS_SUITE)
+    pytester.makepyfile(
+        test_marked='import pytest\npytestmark = pytest.mark.isolation(mode="test")\n' + PIDS_SUITE,
+        test_file=PIDS_SUITE,
+    )
+    run(pytester, "-p", "isolation", "--isolation-mode=file", "-p", "no:randomly").assert_outcomes(
+        passed=6
+    )
+    assert _pids(pytester, "sub.test_conftest") == 2
+    assert _pids(pytester, "test_marked") == 2
+    assert _pids(pytester, "test_file") == 1

@@ -728,3 +728,103 @@ def test_worker_running(pytester: pytest.Pytester) -> None:
     )
     with fence("WorkerInteractor.session.items / item_index", "worker_running"):
         inner_passed(run_inner(pytester, "-p", "xdist", "-n", "1"))
+
+
+# A test in a process of its own (pertest)
+
+
+def test_set_up_collectors_and_needs_teardown(pytester: pytest.Pytester) -> None:
+    item = function_item(pytester, PLAIN)
+    parent = item.parent
+    assert parent is not None
+    with fence("SetupState.setup(node) and SetupState.stack", "set_up_collectors/needs_teardown"):
+        pytest_private.set_up_collectors(item.session, parent)
+        stack = pytest_private.setup_state(item.session).stack
+        assert list(stack) == parent.listchain()
+        assert not pytest_private.needs_teardown(item.session, item)
+        assert pytest_private.needs_teardown(item.session, None)
+    pytest_private.teardown_exact(item.session, None)
+
+
+def test_capturing_and_read_capture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_fence="""
+        import os, sys
+        from pytest_isolation.core.pytest_private import capturing, read_capture
+
+        def test_captured(pytestconfig):
+            with capturing(pytestconfig) as captured:
+                print("to stdout")
+                os.write(2, b"to fd 2\\n")
+            assert captured == ["to stdout\\n", "to fd 2\\n"]
+            assert read_capture(pytestconfig) == ("", "")
+        """
+    )
+    detail = "CaptureManager.resume_global_capture/suspend_global_capture/read_global_capture"
+    with fence(detail, "capturing/read_capture"):
+        inner_passed(run_inner(pytester, "--capture=fd"))
+
+
+def test_phase_log_handlers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_fence="""
+        import logging
+        from pytest_isolation.core.pytest_private import phase_log_handlers
+
+        def test_handlers(pytestconfig, caplog):
+            handlers = phase_log_handlers(pytestconfig)
+            assert len(handlers) == 2  # the report's and caplog's
+            record = logging.LogRecord("x", logging.WARNING, __file__, 1, "handed", None, None)
+            for handler in handlers:
+                handler.handle(record)
+            assert [r.getMessage() for r in caplog.records] == ["handed"]
+        """
+    )
+    with fence("the logging plugin's LogCaptureHandler on the root logger", "phase_log_handlers"):
+        inner_passed(run_inner(pytester))
+
+
+def test_remember_xfail_mark(pytester: pytest.Pytester) -> None:
+    item = function_item(
+        pytester, "import pytest\n@pytest.mark.xfail(reason='known')\ndef test_func():\n    pass\n"
+    )
+    with fence("_pytest.skipping.xfailed_key / evaluate_xfail_marks", "remember_xfail_mark"):
+        pytest_private.remember_xfail_mark(item)
+        from _pytest import skipping
+
+        assert item.stash[skipping.xfailed_key].reason == "known"
+
+
+def test_divert_hooks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_fence="""
+        import pytest
+        from pytest_isolation.core.pytest_private import divert_hooks
+
+        SEEN = []
+
+        class Reporter:
+            def pytest_runtest_logreport(self, report):
+                SEEN.append(("reporter", report.when))
+
+        def test_diverted(pytestconfig, request):
+            pytestconfig.pluginmanager.register(Reporter(), "reporter")
+            got = []
+            undo = divert_hooks(
+                pytestconfig,
+                frozenset({"pytest_runtest_logreport"}),
+                lambda name, kwargs: got.append((name, kwargs["report"].when)),
+            )
+            report = pytest.TestReport("x", ("x", 0, "x"), {}, "passed", None, "call")
+            request.node.ihook.pytest_runtest_logreport(report=report)  # an FSHookProxy
+            pytestconfig.hook.pytest_runtest_logreport(report=report)
+            undo()
+            pytestconfig.pluginmanager.unregister(name="reporter")
+            assert got == [("pytest_runtest_logreport", "call")] * 2
+            assert SEEN == []
+        """
+    )
+    with fence(
+        "pluggy's add_hookcall_monitoring (the list of implementations it calls)", "divert_hooks"
+    ):
+        inner_passed(run_inner(pytester))

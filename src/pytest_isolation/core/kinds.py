@@ -68,5 +68,6 @@ WarningWhen = Literal["config", "collect", "runtest"]
 # -- file mode -------------------------------------------------------------------
 
 #: Where a test file runs: a process of its own, a named group's, or with
-#: the files not isolated (``isolation_paths``, conftests, the marker).
-Placed = Literal["file", "group", "off"]
+#: the files not isolated (``isolation_paths``, conftests, the marker); or a
+#: process of its own and each of its tests in a process of their own (``test``).
+Placed = Literal["file", "group", "off", "test"]

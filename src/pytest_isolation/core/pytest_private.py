@@ -12,6 +12,9 @@ Imports: the standard library and pytest only, so a child starts light.
 pytest-xdist never is (its worker plugin is found by its class's name).
 """
 
+# Length: every private detail the package relies on is here, one short fenced
+# function each; splitting them would scatter what a pytest release can break.
+
 from __future__ import annotations
 
 import contextlib
@@ -458,7 +461,7 @@ def phase_log_handlers(config: pytest.Config) -> list[logging.Handler]:
         handler
         for handler in logging.getLogger().handlers
         if type(handler).__name__ == "LogCaptureHandler"
-        and type(handler).__module__ == "_pytest.logging"
+        and type(handler).__module__ == LOGGING_MODULE
     ]
 
 

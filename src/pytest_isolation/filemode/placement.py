@@ -37,8 +37,10 @@ from pytest_isolation.core.settings import ModeSource
 ALONE: Final = "file"
 GROUP: Final = "group"
 TOGETHER: Final = "off"
+#: A process of its own, and each of its tests in a process forked from it.
+TESTS: Final = "test"
 #: The placements a mode alone gives (a group needs a name).
-UNGROUPED: tuple[Placed, ...] = (ALONE, TOGETHER)
+UNGROUPED: tuple[Placed, ...] = (ALONE, TOGETHER, TESTS)
 #: The conftest variables, by the setting they give.
 CONFTEST_MODE = "isolation_mode"
 CONFTEST_GROUP = "isolation_group"
@@ -63,18 +65,18 @@ class Placement:
         """The shared process the file runs in (``None``: a process of its own)."""
         if self.how == GROUP:
             return f"group {self.group!r}"
-        return None if self.how == ALONE else ""
+        return None if self.how in (ALONE, TESTS) else ""
 
     def same(self, other: Placement) -> bool:
         return (self.how, self.group) == (other.how, other.group)
 
     def spelled(self) -> str:
-        """As in ``isolation_paths``: ``file``, ``off`` or ``group=NAME``."""
+        """As in ``isolation_paths``: ``file``, ``off``, ``test`` or ``group=NAME``."""
         return f"group={self.group}" if self.how == GROUP else self.how
 
 
 def parse(text: str, source: str) -> Placement:
-    """``file``, ``off`` or ``group=NAME`` (an ``isolation_paths`` value)."""
+    """``file``, ``off``, ``test`` or ``group=NAME`` (an ``isolation_paths`` value)."""
     value = text.strip()
     kind, equals, name = value.partition("=")
     how = _ungrouped(value)
@@ -83,7 +85,7 @@ def parse(text: str, source: str) -> Placement:
     if kind.strip() == GROUP and equals:
         return Placement(GROUP, _group_name(name.strip(), source), source)
     raise pytest.UsageError(
-        f"{source}: invalid mode {value!r}; choose from 'file', 'off', 'group=NAME'"
+        f"{source}: invalid mode {value!r}; choose from 'file', 'off', 'test', 'group=NAME'"
     )
 
 
@@ -108,14 +110,16 @@ def from_arguments(values: Mapping[str, object], source: str) -> Placement | Non
         return None
     how = GROUP if mode is None else _ungrouped(mode)
     if how is None:
-        raise pytest.UsageError(f"{source}: invalid mode {mode!r}; choose from 'file', 'off'")
+        raise pytest.UsageError(
+            f"{source}: invalid mode {mode!r}; choose from 'file', 'off', 'test'"
+        )
     if group is None:
         return Placement(how, "", source)
     name = _group_name(group, source)
-    if how == TOGETHER:
+    if how in (TOGETHER, TESTS):
         raise pytest.UsageError(
-            f"{source}: mode='off' and group={name!r} contradict each other (a group runs in "
-            "a process of its own); give one of them"
+            f"{source}: mode={how!r} and group={name!r} contradict each other (a group runs in "
+            "a process of its own, its tests together); give one of them"
         )
     return Placement(GROUP, name, source)
 

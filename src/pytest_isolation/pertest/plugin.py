@@ -87,7 +87,7 @@ def register(config: pytest.Config, settings: Settings) -> None:
             f"{flag_of('isolation_test_memory')}: a memory limit needs Linux "
             "(the kernel's limit on a process's address space)"
         )
-    chooser = Chooser(every, defaults)
+    chooser = Chooser(config, settings.mode, defaults)
     config.pluginmanager.register(TestProcesses(config, chooser), names.PER_TEST)
     config.pluginmanager.register(Header(every, defaults), names.PER_TEST_HEADER)
 
