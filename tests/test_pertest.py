@@ -640,3 +640,50 @@ def test_a_conftest_or_the_modules_marker_places_a_files_tests_alone(
     assert _pids(pytester, "sub.test_conftest") == 2
     assert _pids(pytester, "test_marked") == 2
     assert _pids(pytester, "test_file") == 1
+
+
+def test_file_mode_ends_a_files_process_over_a_tests_time_limit_and_goes_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import time, pytest
+
+        def test_before():
+            pass
+
+        def test_hangs():
+            print("stuck")
+            time.sleep(60)
+
+        @pytest.mark.isolation_process(timeout=5)
+        def test_own_limit():
+            time.sleep(1.5)
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(
+        pytester,
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        "--isolation-test-timeout=1",
+        "-p",
+        "no:randomly",
+        "-v",
+    )
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_a.py::test_before PASSED*",
+            "test_a.py::test_hangs FAILED*",
+            "test_a.py::test_own_limit PASSED*",
+            "test_a.py::test_after PASSED*",
+            "isolation: over its 1 s time limit while running test_hangs (call), the process "
+            "of test_a.py*",
+            "*line 8 in test_hangs",
+        ]
+    )
+    assert result.duration < 30

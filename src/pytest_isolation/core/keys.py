@@ -87,4 +87,7 @@ PARENT_PHASE = pytest.StashKey[Any]()
 #: the record of what each test file executed ends there.
 LAST_WORDS = pytest.StashKey[list[Callable[[], None]]]()
 #: In file mode's parent: the files during whose run their process's fork server ended.
+#: The test whose ``pytest_runtest_logstart`` runs now runs in a process of
+#: its own (``pertest``): file mode's parent leaves its time to that process.
+IN_OWN_PROCESS = pytest.StashKey[bool]()
 SERVERS_ENDED = pytest.StashKey[list[str]]()

@@ -85,6 +85,10 @@ class Settings:
     #: its processes get between SIGTERM and SIGKILL.
     timeout: float | None = None
     kill_grace: float = 10.0
+    #: How long one test may run (``--isolation-test-timeout``; a marker's
+    #: ``timeout`` is its process's own): in file mode, a test of a file's
+    #: process over it ends that process, and the file goes on in a new one.
+    test_timeout: float | None = None
     #: File mode: more attempts at a file whose child failed, and what they rerun.
     retries: int = 0
     retry_scope: RetryScope = "failed"
@@ -117,12 +121,16 @@ class Settings:
             config, "isolation_leaks_deep"
         )
         timeout = options.seconds(config, "isolation_timeout")
+        test_timeout = options.limit(
+            config, "isolation_test_timeout", "seconds", options.MAX_SECONDS
+        )
         grace = options.seconds(config, "isolation_kill_grace", maximum=options.MAX_KILL_GRACE)
         mode, mode_from = run_mode
         return cls(
             mode=mode,
             mode_from=mode_from,
             timeout=timeout,
+            test_timeout=test_timeout,
             kill_grace=10.0 if grace is None else grace,
             retries=options.count(config, "isolation_retries") or 0,
             # Read in this order: the first bad value is the one reported, as before.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
+from typing import Any
 
 import pytest
 
@@ -39,3 +41,20 @@ def blanket_error(warning: Warning) -> bool:
         named = isinstance(category, type) and issubclass(category, IsolationWarning)
         return action == "error" and not named
     return False
+
+
+def warning_category(module: str, qualname: str) -> type[Warning]:
+    """The warning class by name, or a stand-in of that name.
+
+    A category defined in a test module cannot be imported by the parent
+    (it never imports test modules); the summary only needs its name.
+    """
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:
+        found = None
+    if isinstance(found, type) and issubclass(found, Warning):
+        return found
+    return type(qualname.rpartition(".")[2], (UserWarning,), {"__module__": module})

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.kinds import Mode
 from pytest_isolation.core.options import MAX_SECONDS
 from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
@@ -89,28 +90,34 @@ def register(config: pytest.Config, settings: Settings) -> None:
         )
     chooser = Chooser(config, settings.mode, defaults)
     config.pluginmanager.register(TestProcesses(config, chooser), names.PER_TEST)
-    config.pluginmanager.register(Header(every, defaults), names.PER_TEST_HEADER)
+    config.pluginmanager.register(Header(settings.mode, defaults), names.PER_TEST_HEADER)
 
 
 class Header:
     """The header's line of a run with tests in processes of their own."""
 
-    def __init__(self, every: bool, defaults: Limits) -> None:
-        self.every = every
+    def __init__(self, mode: Mode, defaults: Limits) -> None:
+        self.mode = mode
         self.defaults = defaults
 
-    def pytest_report_header(self) -> str | None:
-        if self.every:
-            return (
+    def pytest_report_header(self) -> list[str]:
+        lines = []
+        if self.mode == "test":
+            lines.append(
                 "isolation: test mode: each test in a process of its own, forked once its "
                 f"fixtures above function scope are set up (limits: {self.defaults.text()})"
             )
-        if self.defaults != Limits():
-            return (
-                f"isolation: limits of a test's process ({self.defaults.text()}) apply to the "
-                f"tests marked {MARKER} or placed with 'test'"
+        elif self.defaults != Limits():
+            lines.append(
+                f"isolation: limits of a test's own process ({self.defaults.text()}) apply to "
+                f"the tests marked {MARKER} or placed with 'test'"
             )
-        return None
+        if self.mode == "file" and self.defaults.timeout:
+            lines.append(
+                f"isolation: a test of a file's process may run {self.defaults.timeout:g} s; "
+                "over it, the process is ended, the test fails and the file goes on in a new one"
+            )
+        return lines
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.core.keys import IN_OWN_PROCESS
 from pytest_isolation.filemode.wire import TIMER
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.pertest import scoped
@@ -52,7 +53,11 @@ class TestProcesses:
         except scoped.SET_UP_FAILED:
             return None  # pytest runs it here, and raises the kept error again
         ihook = item.ihook
-        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        self.config.stash[IN_OWN_PROCESS] = True  # file mode's parent leaves its time to it
+        try:
+            ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        finally:
+            self.config.stash[IN_OWN_PROCESS] = False
         run = TestRun(item, limits, self._dump_file())
         try:
             run.run(lambda sender: self._enter(sender, logs))

@@ -19,9 +19,9 @@ from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.kinds import Phase
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.warnings import warning_category
 from pytest_isolation.filemode import forks
 from pytest_isolation.filemode import lifetime
-from pytest_isolation.filemode.parent.relay import warning_category
 from pytest_isolation.filemode.wire import INTERRUPTED
 from pytest_isolation.filemode.wire import LEAK
 from pytest_isolation.filemode.wire import LOGRECORD

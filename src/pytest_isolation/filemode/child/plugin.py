@@ -26,6 +26,7 @@ from typing import NamedTuple
 import pytest
 
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.core.keys import IN_OWN_PROCESS
 from pytest_isolation.core.keys import KEPT_DIRS
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
@@ -284,7 +285,8 @@ class ChildPlugin:
             self.sender.send(REPEATING)
 
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        self.sender.send(LOGSTART, nodeid=str(nodeid), location=location)
+        alone = self.config.stash.get(IN_OWN_PROCESS, False)
+        self.sender.send(LOGSTART, nodeid=str(nodeid), location=location, alone=alone)
 
     @pytest.hookimpl(trylast=True)  # after the child's plugins have seen the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -13,7 +13,6 @@ are made by :mod:`.crash`.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import time
 import warnings
 from collections.abc import Callable
@@ -35,11 +34,13 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import LeakedStateWarning
+from pytest_isolation.core.warnings import warning_category
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.parent import crash
 from pytest_isolation.filemode.parent import progress
+from pytest_isolation.filemode.parent.clock import Clock
 from pytest_isolation.filemode.parent.ending import Finishing
 from pytest_isolation.filemode.parent.ending import end_at_once
 from pytest_isolation.filemode.parent.ending import end_child
@@ -51,23 +52,6 @@ from pytest_isolation.filemode.processes import Child
 from pytest_isolation.filemode.processes import describe_exit
 
 Location = crash.Location
-
-
-def warning_category(module: str, qualname: str) -> type[Warning]:
-    """The warning class by name, or a stand-in of that name.
-
-    A category defined in a test module cannot be imported by the parent
-    (it never imports test modules); the summary only needs its name.
-    """
-    try:
-        found: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except Exception:
-        found = None
-    if isinstance(found, type) and issubclass(found, Warning):
-        return found
-    return type(qualname.rpartition(".")[2], (UserWarning,), {"__module__": module})
 
 
 @dataclasses.dataclass
@@ -93,6 +77,10 @@ class InFlight:
     location: Location
     phases: set[Phase] = dataclasses.field(default_factory=set)
     repeating: bool = False
+    #: It runs in a process of its own, which keeps its own time limit.
+    alone: bool = False
+    #: When it started (``time.monotonic()``).
+    since: float = dataclasses.field(default_factory=time.monotonic)
 
     def died_in(self) -> Phase:
         """The phase a death interrupts: teardown once the call reported."""
@@ -263,8 +251,13 @@ class FileRelay:
 
     # -- tests ----------------------------------------------------------------------
 
-    def _logstart(self, nodeid: str, location: Location) -> None:
-        self.inflight = InFlight(nodeid, location)
+    def running(self) -> tuple[float, bool] | None:
+        """Since when the running test runs, and whether in a process of its own."""
+        inflight = self.inflight
+        return None if inflight is None else (inflight.since, inflight.alone)
+
+    def _logstart(self, nodeid: str, location: Location, alone: bool = False) -> None:
+        self.inflight = InFlight(nodeid, location, alone=alone)
         self.attempts.begin_test()
         self.attempts.emit(
             lambda: self.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
@@ -376,7 +369,8 @@ class FileRelay:
         full = bool(self.config.getoption("fulltrace", False))
         if inflight is not None:
             nodeid, location, when = inflight.nodeid, inflight.location, inflight.died_in()
-            self.end.death = how if how.startswith("timed out") else f"crashed ({how})"
+            timed_out = how.startswith(("timed out", "over its"))
+            self.end.death = how if timed_out else f"crashed ({how})"
             doing = "repeating" if inflight.repeating else "running"
             text = f"{cause} while {doing} {name_of(nodeid)} ({when}), the process of {path}"
             message = crash.with_tail(text, stderr_tail, full)
@@ -431,6 +425,7 @@ class Relayer:
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.timeout = settings.timeout
+        self.test_timeout = settings.test_timeout
         self.kill_grace = settings.kill_grace
         #: The message stream of each running shared child, by pid (it is read file by file).
         self.receivers: dict[int, wire.Receiver] = {}
@@ -443,11 +438,10 @@ class Relayer:
         Returns None when it finished, else how it died and its stderr tail.
         Any error or Ctrl-C in the parent ends the child first.
         """
-        timeout = self.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
+        clock = Clock(self.timeout, self.test_timeout, relay.running)
         receiver = self.receivers.pop(child.pid, None) or wire.Receiver(child.stream)
         try:
-            for kind, payload in receiver.messages(deadline):
+            for kind, payload in clock.messages(receiver):
                 relay.handle(kind, payload)
                 if relay.end.finished or relay.end.done:
                     break
@@ -456,7 +450,7 @@ class Relayer:
             tail = child.stderr_tail()
             relay.process_ended(child.wait(), timed_out=True)
             child.close()
-            return Death(f"timed out after {timeout:g} s", tail)
+            return Death(clock.expired(), tail)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM: report what the child finished
             end_at_once(child, keep_stream=True)
             try:
