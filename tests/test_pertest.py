@@ -687,3 +687,73 @@ def test_file_mode_ends_a_files_process_over_a_tests_time_limit_and_goes_on(
         ]
     )
     assert result.duration < 30
+
+
+def test_retries_in_test_mode_run_a_failed_test_again_in_a_new_process(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import faulthandler, os
+
+        def test_crashes_once():
+            if not os.path.exists("crashed"):
+                open("crashed", "w").close()
+                faulthandler._sigsegv()
+
+        def test_always_fails():
+            assert 0
+        """
+    )
+    result = run(
+        pytester, *TEST_MODE, "--isolation-retries=1", "--isolation-report=run.json", "-rA"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*isolation: attempts*",
+            "attempt 1 failed, attempt 2 failed",
+            "*isolation: 1 flaky (passed on retry)*",
+            "test_a.py::test_crashes_once: attempt 1 crashed (was killed by signal 11 "
+            "(SIGSEGV)), attempt 2 passed",
+        ]
+    )
+    report = json.loads((pytester.path / "run.json").read_text())
+    assert report["mode"] == "test"
+    assert report["flaky"] == [
+        {
+            "nodeid": "test_a.py::test_crashes_once",
+            "attempts": [
+                {"attempt": 1, "outcome": "crashed (was killed by signal 11 (SIGSEGV))"},
+                {"attempt": 2, "outcome": "passed"},
+            ],
+        }
+    ]
+    figures = {entry["nodeid"]: entry for entry in report["files"][0]["test_processes"]}
+    assert set(figures) == {"test_a.py::test_crashes_once", "test_a.py::test_always_fails"}
+    assert figures["test_a.py::test_always_fails"]["exit_code"] == 0
+    assert figures["test_a.py::test_always_fails"]["peak_mb"] > 0
+
+
+def test_the_run_report_has_each_tests_process_figures_and_its_cause(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import time, pytest
+
+        @pytest.mark.isolation_process(timeout=1)
+        def test_hangs():
+            time.sleep(30)
+
+        def test_quick():
+            pass
+        """
+    )
+    run(pytester, *PLAIN, "--isolation-report=run.json").assert_outcomes(passed=1, failed=1)
+    report = json.loads((pytester.path / "run.json").read_text())
+    (entry,) = report["files"][0]["test_processes"]
+    assert entry["nodeid"] == "test_a.py::test_hangs"
+    assert entry["cause"] == "over its 1 s time limit"
+    assert entry["signal"] == "SIGKILL"
+    assert 1 <= entry["seconds"] < 10

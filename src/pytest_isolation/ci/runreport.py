@@ -34,6 +34,7 @@ from pytest_isolation.core.outputs import SCHEMA
 from pytest_isolation.core.outputs import SCHEMA_VERSION
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.records import TestAttempts
 from pytest_isolation.core.words import counted
 from pytest_isolation.core.xdist import is_worker
 
@@ -50,6 +51,10 @@ class FileResult:
     collection_failed: bool = False
     leaks: int = 0
     attempts: FileAttempts | None = None
+    #: Tests in processes of their own: each one's figures (the last attempt's).
+    test_processes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: Tests retried in processes of their own that passed in the end.
+    flaky_tests: dict[str, TestAttempts] = dataclasses.field(default_factory=dict)
 
     def outcome(self) -> str:
         record = self.attempts
@@ -62,7 +67,7 @@ class FileResult:
             return "error"
         if self.tests["failed"] or self.tests["error"]:
             return "failed"
-        if record is not None and record.flaky:
+        if (record is not None and record.flaky) or self.flaky_tests:
             return "flaky"
         if self.tests["passed"] or self.tests["xfailed"] or self.tests["xpassed"]:
             return "passed"
@@ -94,6 +99,7 @@ class FileResult:
             ],
             "tests": _counts(self.tests),
             "leaks": self.leaks,
+            **({"test_processes": self.test_processes} if self.test_processes else {}),
         }
 
 
@@ -164,6 +170,10 @@ class RunReport:
         self.current = file_of(nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(report, "isolation_attempts") or (
+            self.counting and hasattr(report, "isolation_process")
+        ):
+            self._process_per_test(report)
         if not self.counting:
             return
         result = self._file(file_of(report.nodeid))
@@ -173,6 +183,20 @@ class RunReport:
         category = status[0] if status else ""
         if category:
             result.tests[category] += 1
+
+    def _process_per_test(self, report: pytest.TestReport) -> None:
+        """A test in a process of its own: its process's figures, and its
+        attempts when it passed on a retry (file mode's flaky tests are in
+        their file's record)."""
+        result = self._file(file_of(report.nodeid))
+        nodeid = str(report.nodeid)
+        outcomes = getattr(report, "isolation_attempts", None) or []
+        attempts = TestAttempts(nodeid, [(int(n), str(o)) for n, o in outcomes])
+        if attempts.flaky:
+            result.flaky_tests[nodeid] = attempts
+        figures = getattr(report, "isolation_process", None)
+        if isinstance(figures, dict):
+            result.test_processes.append({"nodeid": nodeid, **figures})
 
     def pytest_isolation_leak(self, leak: Leak) -> None:
         if leak.routine:
@@ -216,12 +240,21 @@ class RunReport:
             terminalreporter.write_line(f"isolation: run report written to {self.path}")
 
     def flaky(self) -> list[tuple[str, str]]:
-        return [
-            (test.nodeid, test.describe())
+        return [(test.nodeid, test.describe()) for test in self._flaky_tests()]
+
+    def _flaky_tests(self) -> list[TestAttempts]:
+        """File mode's flaky tests (from their files' records), then those
+        retried in processes of their own (from their reports)."""
+        found = {
+            test.nodeid: test
             for result in self.files.values()
             if result.attempts is not None
             for test in result.attempts.flaky
-        ]
+        }
+        for result in self.files.values():
+            for nodeid, attempts in result.flaky_tests.items():
+                found.setdefault(nodeid, attempts)
+        return list(found.values())
 
     # -- the JSON run report ----------------------------------------------------
 
@@ -279,9 +312,7 @@ class RunReport:
                     "nodeid": test.nodeid,
                     "attempts": [{"attempt": n, "outcome": o} for n, o in test.outcomes],
                 }
-                for result in self.files.values()
-                if result.attempts is not None
-                for test in result.attempts.flaky
+                for test in self._flaky_tests()
             ],
             **self._quarantine(),
             **self._recorded(),

@@ -64,7 +64,7 @@ LIMITS = {
 #: Options that act on file mode's child processes, by dest, with what they do.
 FILE_MODE_ONLY = {
     "isolation_timeout": "bounds each file's child process",
-    "isolation_retries": "reruns a failed file in a fresh process",
+    "isolation_retries": "reruns a failed file (or, in test mode, test) in a fresh process",
 }
 
 
@@ -95,8 +95,11 @@ def check_file_mode_only(config: pytest.Config, settings: Settings) -> None:
     for dest, what in FILE_MODE_ONLY.items():
         if config.getoption(dest) is None or settings.mode == "file":
             continue
+        if dest == "isolation_retries" and settings.mode == "test":
+            continue
         if settings.mode_from.by is not ModeSource.ENV:
-            raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode=file")
+            needs = "file or test" if dest == "isolation_retries" else "file"
+            raise pytest.UsageError(f"{flag_of(dest)} {what}: it needs --isolation-mode={needs}")
         ignored.append(flag_of(dest))
     if ignored:
         config.pluginmanager.register(Ignored(ignored), names.IGNORED)

@@ -89,7 +89,8 @@ def register(config: pytest.Config, settings: Settings) -> None:
             "(the kernel's limit on a process's address space)"
         )
     chooser = Chooser(config, settings.mode, defaults)
-    config.pluginmanager.register(TestProcesses(config, chooser), names.PER_TEST)
+    retries = settings.retries if every else 0  # file mode retries whole files
+    config.pluginmanager.register(TestProcesses(config, chooser, retries), names.PER_TEST)
     config.pluginmanager.register(Header(settings.mode, defaults), names.PER_TEST_HEADER)
 
 

@@ -6,6 +6,7 @@ files)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import IO
 from typing import Any
 
@@ -14,13 +15,26 @@ import pytest
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
 from pytest_isolation.core.keys import IN_OWN_PROCESS
+from pytest_isolation.core.records import TestAttempts
 from pytest_isolation.filemode.wire import TIMER
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.pertest import scoped
 from pytest_isolation.pertest.chosen import Chooser
+from pytest_isolation.pertest.limits import Limits
 from pytest_isolation.pertest.running import TestRun
 from pytest_isolation.pertest.running import dump_file
 from pytest_isolation.pertest.scoped import SetUpLogs
+
+
+def _note(attempts: TestAttempts, report: pytest.TestReport) -> None:
+    """A retried test's report says how its attempts went, as file mode's do
+    (and, for the run report, as data)."""
+    if attempts.retried:
+        report.isolation_attempts = [list(pair) for pair in attempts.outcomes]  # type: ignore[attr-defined]
+    if attempts.flaky:
+        report.user_properties.append(("isolation_flaky", attempts.describe()))
+    elif attempts.retried and report.failed:
+        report.sections.append(("isolation: attempts", attempts.describe()))
 
 
 class TestProcesses:
@@ -28,9 +42,11 @@ class TestProcesses:
 
     __test__ = False  # not a test class, whatever pytest's python_classes say
 
-    def __init__(self, config: pytest.Config, chooser: Chooser) -> None:
+    def __init__(self, config: pytest.Config, chooser: Chooser, retries: int = 0) -> None:
         self.config = config
         self.chooser = chooser
+        #: ``--isolation-retries`` in test mode: more attempts at a failed test.
+        self.retries = retries
         #: In a test's own process: its pipe to the forking process (this
         #: plugin then steps aside: pytest runs the test here).
         self.sender: Sender | None = None
@@ -58,25 +74,35 @@ class TestProcesses:
             ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         finally:
             self.config.stash[IN_OWN_PROCESS] = False
-        run = TestRun(item, limits, self._dump_file())
-        try:
-            run.run(lambda sender: self._enter(sender, logs))
-        finally:
-            teardown = scoped.merged_teardown(
-                run.teardown, scoped.tear_down_between(item, nextitem)
-            )
-            if teardown is not None:
-                ihook.pytest_runtest_logreport(report=teardown)
-            ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-            if isinstance(item, pytest.Function):
-                pytest_private.release_request(item)
-                item.funcargs = None  # type: ignore[assignment]
+        run = self._attempts(item, limits, logs)  # Ctrl-C: the session tears down, as pytest's
+        teardown = scoped.merged_teardown(run.teardown, scoped.tear_down_between(item, nextitem))
+        if teardown is not None:
+            teardown.isolation_process = run.figures()  # type: ignore[attr-defined]
+            ihook.pytest_runtest_logreport(report=teardown)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        if isinstance(item, pytest.Function):
+            pytest_private.release_request(item)
+            item.funcargs = None  # type: ignore[assignment]
         if run.interrupted is not None:
             reason, returncode = run.interrupted
             if reason is None:
                 raise KeyboardInterrupt
             pytest.exit(reason, returncode)
         return True
+
+    def _attempts(self, item: pytest.Item, limits: Limits, logs: SetUpLogs) -> TestRun:
+        """Run the test's process, and again while it fails and retries are
+        left; log the reports of the last attempt, noted as a retry's are."""
+        attempts = TestAttempts(str(item.nodeid))
+        while True:
+            number = len(attempts.outcomes) + 1
+            run = TestRun(item, limits, self._dump_file(), hold=self.retries > 0)
+            run.run(lambda sender: self._enter(sender, logs))
+            attempts.outcomes.append((number, run.outcome()))
+            if not run.failed or number > self.retries or run.interrupted is not None:
+                break
+        run.release(functools.partial(_note, attempts))
+        return run
 
     def _enter(self, sender: Sender, logs: SetUpLogs) -> None:
         """In the test's process: step aside, keep the pipe and the set-up's logs."""

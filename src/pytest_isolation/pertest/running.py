@@ -19,9 +19,11 @@ from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.kinds import Phase
 from pytest_isolation.core.records import Leak
+from pytest_isolation.core.signals import signal_name
 from pytest_isolation.core.warnings import warning_category
 from pytest_isolation.filemode import forks
 from pytest_isolation.filemode import lifetime
+from pytest_isolation.filemode.processes import describe_exit
 from pytest_isolation.filemode.wire import INTERRUPTED
 from pytest_isolation.filemode.wire import LEAK
 from pytest_isolation.filemode.wire import LOGRECORD
@@ -45,7 +47,9 @@ class TestRun:
 
     __test__ = False  # not a test class, whatever pytest's python_classes say
 
-    def __init__(self, item: pytest.Item, limits: Limits, dumps: IO[bytes]) -> None:
+    def __init__(
+        self, item: pytest.Item, limits: Limits, dumps: IO[bytes], hold: bool = False
+    ) -> None:
         self.item = item
         self.config = item.config
         self.limits = limits
@@ -57,6 +61,11 @@ class TestRun:
         self.timer: ending.Timer | None = None
         self.interrupted: tuple[str | None, int | None] | None = None
         self.ended = Ended()
+        #: With a retry left: the reports, kept until it is known whether
+        #: this attempt is the one reported (None: each is logged at once).
+        self.held: list[pytest.TestReport] | None = [] if hold else None
+        #: How the process ended, in the words of a retry's attempts; "" if it finished.
+        self.death = ""
 
     def run(self, enter: Callable[[Sender], None]) -> None:
         """Fork, replay until the process ends, report how it ended."""
@@ -123,13 +132,53 @@ class TestRun:
         if report.when == "teardown":
             self.teardown = report  # merged with the teardown done here
         else:
+            self._log(report)
+
+    def _log(self, report: pytest.TestReport) -> None:
+        if self.held is not None:
+            self.held.append(report)
+        else:
             self.item.ihook.pytest_runtest_logreport(report=report)
 
     def _flush_teardown(self) -> None:
         """A teardown followed by more reports (a rerun's) is not the last."""
         if self.teardown is not None:
             held, self.teardown = self.teardown, None
-            self.item.ihook.pytest_runtest_logreport(report=held)
+            self._log(held)
+
+    @property
+    def failed(self) -> bool:
+        """Whether a phase of the test failed (a crash and a limit included)."""
+        reports = [*(self.held or []), *([self.teardown] if self.teardown else [])]
+        return any(report.failed for report in reports) or bool(self.death)
+
+    def outcome(self) -> str:
+        """``passed``, ``failed``, ``crashed (...)`` or ``timed out ...``, as
+        a retry's attempts say."""
+        return self.death or ("failed" if self.failed else "passed")
+
+    def release(self, note: Callable[[pytest.TestReport], None]) -> None:
+        """Log the held reports, each ``note``d first (the teardown is noted
+        and kept for the merge)."""
+        held, self.held = self.held or [], None
+        for report in held:
+            note(report)
+            self.item.ihook.pytest_runtest_logreport(report=report)
+        if self.teardown is not None:
+            note(self.teardown)
+
+    def figures(self) -> dict[str, Any]:
+        """The run report's figures of the process (JSON)."""
+        ended = self.ended
+        code = ended.returncode
+        return {
+            "seconds": round(ended.wall_seconds, 4),
+            "cpu_seconds": round(ended.cpu_seconds, 4),
+            "peak_mb": round(ended.peak_mb, 1),
+            "exit_code": None if code < 0 else code,
+            "signal": None if code >= 0 else (signal_name(-code) or f"signal {-code}"),
+            "cause": self.death or None,
+        }
 
     def _settle(self) -> None:
         """A process that ended before its test's last teardown: a failed
@@ -142,8 +191,14 @@ class TestRun:
         phase: Phase = "setup" if self.last is None else _NEXT_PHASE[self.last.when]
         if self.last is not None and self.last.when == "teardown":
             phase = "teardown"
+        cause = ending.cause(ended, self.limits, self.timer, phase)
+        self.death = (
+            cause.partition(":")[0]  # over its 2 s time limit, over its 512 MB memory limit
+            if cause.startswith("over")
+            else f"crashed ({describe_exit(ended.returncode)})"
+        )
         text = ending.explained(
-            ending.cause(ended, self.limits, self.timer, phase),
+            cause,
             ended.dump,
             bool(self.config.getoption("fulltrace", False)),
         )
@@ -154,7 +209,7 @@ class TestRun:
         if phase == "teardown":
             self.teardown = report
             return
-        self.item.ihook.pytest_runtest_logreport(report=report)
+        self._log(report)
         self.teardown = pytest.TestReport(
             nodeid=self.item.nodeid,
             location=self.item.location,
