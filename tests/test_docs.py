@@ -31,6 +31,7 @@ EXECUTABLE_DOCS = (
     "docs/howto/find-polluter.md",
     "docs/howto/file-mode.md",
     "docs/howto/ci.md",
+    "docs/howto/process-per-test.md",
 )
 
 DOCS = {name: doctranscripts.read(ROOT / name, ROOT) for name in EXECUTABLE_DOCS}

@@ -381,7 +381,7 @@ def test_a_bad_environment_value_is_a_usage_error(
     result = pytester.runpytest_subprocess("-p", "isolation", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: PYTEST_ISOLATION_MODE: invalid value 'files'; choose from 'off', 'file'"]
+        ["ERROR: PYTEST_ISOLATION_MODE: invalid value 'files'; choose from 'off', 'file', 'test'"]
     )
 
 

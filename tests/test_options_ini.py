@@ -396,7 +396,7 @@ FIND = ("--isolation-find-polluter=test_v.py::test_victim",)
 
 #: Per key: a bad value, the options that make the key read, and the message.
 BAD = {
-    "isolation_mode": ("files", (), "choose from 'off', 'file'"),
+    "isolation_mode": ("files", (), "choose from 'off', 'file', 'test'"),
     "isolation_start": ("forked", (), "choose from 'auto', 'fork', 'spawn', 'forkserver'"),
     "isolation_leaks": ("loud", (), "choose from 'warn', 'error', 'quiet', 'off'"),
     "isolation_retry_scope": ("test", (), "choose from 'failed', 'file'"),
@@ -407,6 +407,9 @@ BAD = {
     "isolation_timeout": ("soon", (), "expected a positive number of seconds, at most 604800"),
     "isolation_kill_grace": ("601", (), "expected a positive number of seconds, at most 600"),
     "isolation_retries": ("two", (), "expected a whole number of 0 or more"),
+    "isolation_test_timeout": ("soon", (), "expected a number of seconds from 0 (no limit)*"),
+    "isolation_test_memory": ("lots", (), "expected a number of megabytes from 0 (no limit)*"),
+    "isolation_test_cpu": ("-2", (), "expected a number of seconds from 0 (no limit)*"),
     "isolation_shard": ("2", (), "expected K/N, e.g. 2/4"),
     "isolation_shard_strategy": ("random", (), "choose from 'auto', 'round-robin', 'duration'"),
     "isolation_durations": ("nope.json", (), "no such file: 'nope.json'"),

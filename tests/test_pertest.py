@@ -757,3 +757,24 @@ def test_the_run_report_has_each_tests_process_figures_and_its_cause(
     assert entry["cause"] == "over its 1 s time limit"
     assert entry["signal"] == "SIGKILL"
     assert 1 <= entry["seconds"] < 10
+
+
+def test_pdb_reads_the_terminal_from_the_tests_process(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        def test_inspected():
+            answer = 41
+            assert answer == 42
+        """
+    )
+    result = pytester.run(
+        sys.executable,
+        "-m",
+        "pytest",
+        *TEST_MODE,
+        "--pdb",
+        stdin=b"p answer * 100\nc\n",
+        timeout=TIMEOUT,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*PDB post_mortem*", "(Pdb) 4100"])

@@ -219,7 +219,7 @@ def test_the_readers_find_the_plugin(registered: Registered, reference: str) -> 
     """The parsers see what is there: if pytest's --help or the reference
     changes shape, this fails instead of the comparison passing on nothing."""
     assert len(registered.options) >= 34
-    assert registered.options["--isolation-mode"][0] == "off|file"
+    assert registered.options["--isolation-mode"][0] == "off|file|test"
     assert registered.options["--isolation-leaks-deep"][0] == ""
     assert {"isolation_mode", "isolation_report", "isolation_paths"} <= registered.keys
     assert registered.key_defaults["isolation_max_sources"] == "50"
@@ -227,7 +227,7 @@ def test_the_readers_find_the_plugin(registered: Registered, reference: str) -> 
     options, keys = reference_entries(reference)
     assert options["--isolation-report"] == Option("PATH", "isolation_report", "none", False)
     assert options["--isolation-twice"].says_why_not
-    assert keys["isolation_mode"] == Key("`off` or `file`", "`off`")
+    assert keys["isolation_mode"] == Key("`off`, `file` or `test`", "`off`")
 
 
 def test_help_and_reference_agree(registered: Registered, reference: str) -> None:

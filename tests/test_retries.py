@@ -247,7 +247,7 @@ def test_retries_need_file_mode(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*--isolation-retries reruns a failed file in a fresh process: it needs "
-            "--isolation-mode=file*"
+            "*--isolation-retries reruns a failed file (or, in test mode, test) in a fresh "
+            "process: it needs --isolation-mode=file or test*"
         ]
     )

@@ -208,7 +208,7 @@ def limit(config: pytest.Config, dest: str, unit: str, maximum: float) -> float 
     if not 0 <= number <= maximum:  # also refuses nan
         raise pytest.UsageError(
             f"{source}: invalid value {value!r}; expected a number of {unit} from 0 (no limit) "
-            f"to {maximum:g}"
+            f"to {maximum:.0f}"
         )
     return number or None
 

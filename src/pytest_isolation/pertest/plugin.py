@@ -25,8 +25,8 @@ from pytest_isolation.pertest.limits import Limits
 from pytest_isolation.pertest.limits import marker_arguments
 from pytest_isolation.pertest.limits import memory_limit_supported
 
-#: The most megabytes a memory limit takes: a petabyte is a typo.
-MAX_MEGABYTES = 1024.0**3
+#: The most megabytes a memory limit takes (a terabyte): more is a typo.
+MAX_MEGABYTES = 1_000_000.0
 
 #: The limits of a test's process, by dest (= ini key).
 LIMITS = {

@@ -64,8 +64,8 @@ def run(
     code = BROKEN_EXIT
     try:
         sender = Sender(pipe)
-        _start(parent, dumps)
         config = item.config
+        _start(parent, dumps, debugging=_debugging(config))
         pytest_private.divert_hooks(config, SENT | LEFT, Diversion(config, sender))
         logging.getLogger().addHandler(LogRelay(config, sender))
         limits.apply_here()
@@ -88,15 +88,23 @@ def run(
         os._exit(code)
 
 
-def _start(parent: int, dumps: int) -> None:
+def _debugging(config: pytest.Config) -> bool:
+    """``--pdb`` or ``--trace``: the debugger reads the terminal."""
+    option = config.option
+    return bool(getattr(option, "usepdb", False) or getattr(option, "trace", False))
+
+
+def _start(parent: int, dumps: int, debugging: bool) -> None:
     """End with the forking process; lead a process group of its own (a time
-    limit ends the test's processes together); a fatal error's traceback,
-    and every thread's stack when the forking process asks, to ``dumps``;
-    the suite's timers and watchdog as they were."""
+    limit ends the test's processes together), unless a debugger must read
+    the terminal (a background group would be stopped when it reads); a
+    fatal error's traceback, and every thread's stack when the forking
+    process asks, to ``dumps``; the suite's timers and watchdog as they were."""
     lifetime.die_with_parent(parent)
     lifetime.ending_default()
     lifetime.suite_sigchld()
-    os.setpgid(0, 0)
+    if not debugging:
+        os.setpgid(0, 0)
     faulthandler.enable(dumps, all_threads=True)
     faulthandler.register(DUMP_SIGNAL, dumps, all_threads=True)
     cov.measure_in_fork()

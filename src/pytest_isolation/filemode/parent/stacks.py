@@ -39,13 +39,14 @@ _RUNNER_DIRS = tuple(
 
 
 def _is_runner(path: str) -> bool:
-    """A frame of the test runner: pytest, pluggy, this plugin, the
-    interpreter's start (``runpy``, a ``-c`` script), and a thread's own start
-    (``threading``); only the outermost run of them is left out."""
+    """A frame of the test runner: pytest (its console script too), pluggy,
+    this plugin, the interpreter's start (``runpy``, a ``-c`` script), and a
+    thread's own start (``threading``); only the outermost run of them is
+    left out."""
     if path in ("<frozen runpy>", "<string>") or path.endswith(("/runpy.py", "/threading.py")):
         return True
-    if _PYTEST_DIR in path or path.endswith("/pytest/__main__.py"):
-        return True
+    if _PYTEST_DIR in path or path.endswith(("/pytest/__main__.py", "/pytest", "/py.test")):
+        return True  # pytest, ``python -m pytest``, the ``pytest`` console script
     if "/xdist/" in path or "/execnet/" in path:  # a pytest-xdist worker's start
         return True
     resolved = str(Path(path).resolve()) if path.startswith("/") else path
