@@ -142,3 +142,36 @@ def test_junit_records_a_crash_as_failure(pytester: pytest.Pytester, start: str)
     xml = (pytester.path / "out.xml").read_text()
     assert 'name="test_dies"' in xml
     assert "exited with code 4 while running test_dies" in xml
+
+
+def test_a_crashed_tests_output_and_log_are_in_its_report(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import faulthandler, logging, sys
+
+        def test_crash():
+            print("printed before the crash")
+            sys.stderr.write("written to stderr before the crash\\n")
+            logging.getLogger("app").warning("logged before the crash")
+            faulthandler._sigsegv()
+
+        def test_after():
+            print("not in the crash's report")
+        """
+    )
+    result = run_file_mode(pytester, start, "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: killed by signal 11 (SIGSEGV) while running test_crash (call)*",
+            "*- Captured stdout call -*",
+            "printed before the crash",
+            "*- Captured stderr call -*",
+            "written to stderr before the crash",
+            "*- Captured log call -*",
+            "WARNING  app:test_a.py:6 logged before the crash",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*not in the crash's report*")

@@ -684,6 +684,8 @@ def test_file_mode_ends_a_files_process_over_a_tests_time_limit_and_goes_on(
             "isolation: over its 1 s time limit while running test_hangs (call), the process "
             "of test_a.py*",
             "*line 8 in test_hangs",
+            "*- Captured stdout call -*",
+            "stuck",
         ]
     )
     assert result.duration < 30

@@ -155,6 +155,8 @@ class ChildSpec:
     workerinput: dict[str, Any] | None = None
     #: Record what the file's tests execute, under this root (``--isolation-record``).
     record: str = ""
+    #: Where the child's capture files are, for the parent to read when it dies.
+    capture_dir: str = ""
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)
@@ -210,6 +212,18 @@ def sendable_properties(
     return sent, unsent
 
 
+class _Adopted:
+    #: A test's own process forked from a child (``pertest``), which speaks
+    #: for the child while the child waits for it.
+    pid = 0
+
+
+def adopt_senders() -> None:
+    """In a test's own process: the senders of the process it was forked
+    from send from this one (that process waits until it ends)."""
+    _Adopted.pid = os.getpid()
+
+
 class Sender:
     """The child's end: writes whole messages to a pipe."""
 
@@ -218,7 +232,7 @@ class Sender:
         self.pid = os.getpid()
 
     def send(self, kind: MessageKind, **payload: Any) -> None:
-        if os.getpid() != self.pid:
+        if os.getpid() != self.pid and os.getpid() != _Adopted.pid:
             _end_forked_copy(self.pid)
         body = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(_HEADER.pack(len(body)) + body)

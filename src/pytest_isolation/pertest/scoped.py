@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_isolation.core import pytest_private
+from pytest_isolation.filemode.logs import log_level
 
 #: What pytest's set-up raises for a test's outcome (its ``TEST_OUTCOME``).
 SET_UP_FAILED = (Exception, pytest.skip.Exception, pytest.fail.Exception)
@@ -74,17 +75,6 @@ class SetUpLogs(logging.Handler):
             for handler in handlers:
                 if record.levelno >= handler.level:
                     handler.handle(record)
-
-
-def log_level(config: pytest.Config) -> int | None:
-    """``--log-level`` / ``log_level`` as a number, as pytest reads it."""
-    value = config.getoption("log_level", None) or config.getini("log_level")
-    if value is None or value == "":
-        return None
-    if isinstance(value, int) or str(value).isdigit():
-        return int(value)
-    level = logging.getLevelName(str(value).upper())
-    return level if isinstance(level, int) else None
 
 
 def set_up_shared(item: pytest.Item, logs: SetUpLogs) -> None:

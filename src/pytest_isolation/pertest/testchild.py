@@ -29,6 +29,7 @@ from pytest_isolation.core.records import Leak
 from pytest_isolation.filemode import cov
 from pytest_isolation.filemode import forks
 from pytest_isolation.filemode import lifetime
+from pytest_isolation.filemode.logs import LogRelay
 from pytest_isolation.filemode.processes import DUMP_SIGNAL
 from pytest_isolation.filemode.wire import INTERRUPTED
 from pytest_isolation.filemode.wire import LEAK
@@ -36,9 +37,9 @@ from pytest_isolation.filemode.wire import LOGRECORD
 from pytest_isolation.filemode.wire import REPORT
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.filemode.wire import adopt_senders
 from pytest_isolation.filemode.wire import sendable_properties
 from pytest_isolation.pertest.limits import Limits
-from pytest_isolation.pertest.scoped import log_level
 
 #: The hooks whose calls are sent to the forking process.
 SENT = frozenset({"pytest_runtest_logreport", "pytest_warning_recorded", "pytest_isolation_leak"})
@@ -64,10 +65,12 @@ def run(
     code = BROKEN_EXIT
     try:
         sender = Sender(pipe)
+        adopt_senders()  # a file's process's terminal output and junit data, say
         config = item.config
         _start(parent, dumps, debugging=_debugging(config))
         pytest_private.divert_hooks(config, SENT | LEFT, Diversion(config, sender))
-        logging.getLogger().addHandler(LogRelay(config, sender))
+        relay = LogRelay(config, lambda text: sender.send(LOGRECORD, text=text))
+        logging.getLogger().addHandler(relay)
         limits.apply_here()
         enter(sender)
         try:
@@ -164,21 +167,3 @@ class Diversion:
             nodeid=str(nodeid),
             location=location,
         )
-
-
-class LogRelay(logging.Handler):
-    """Sends each log record the test's report would show, as its report
-    would show it, so that a process that dies keeps its log."""
-
-    def __init__(self, config: pytest.Config, sender: Sender) -> None:
-        super().__init__(level=log_level(config) or logging.NOTSET)
-        self.sender = sender
-        log_format = config.getoption("log_format", None) or config.getini("log_format")
-        date_format = config.getoption("log_date_format", None) or config.getini("log_date_format")
-        self.setFormatter(logging.Formatter(log_format, date_format))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.sender.send(LOGRECORD, text=self.format(record))
-        except Exception:
-            self.handleError(record)

@@ -49,9 +49,9 @@ from pytest_isolation.filemode.parent.nodes import process_of
 from pytest_isolation.filemode.parent.raised import AT_SESSIONFINISH
 from pytest_isolation.filemode.parent.raised import apply_raised_status
 from pytest_isolation.filemode.parent.raised import write_raised_status
-from pytest_isolation.filemode.parent.relay import Death
 from pytest_isolation.filemode.parent.relay import FileRelay
-from pytest_isolation.filemode.parent.relay import Relayer
+from pytest_isolation.filemode.parent.relaying import Death
+from pytest_isolation.filemode.parent.relaying import Relayer
 from pytest_isolation.filemode.parent.shared import SharedFixtures
 from pytest_isolation.filemode.parent.starting import SESSION
 from pytest_isolation.filemode.parent.starting import Starter
@@ -163,7 +163,7 @@ class FileModeController:
                 raise pytest.skip.Exception(reason, allow_module_level=True)
             raise ChildCollectionError(report.longrepr)
         if death is not None:
-            how, tail = death
+            how, tail = death.how, death.tail
             raise ChildCollectionError(
                 f"isolation: the process collecting {file.nodeid} {how}\n{tail}"
             )
@@ -269,7 +269,7 @@ class FileModeController:
                 continue
             if relay.end.done:
                 self.shared = SharedChild(child, members[1:])
-            resumes = death is not None and relay.crashed(death.how, death.tail)
+            resumes = death is not None and relay.crashed(death.how, death.tail, death.captured)
             if resumes and not self._stopping():  # -x/--maxfail count the crash too
                 relay.next_child()  # the rest of this attempt, in a new child
             elif self._stopping() or not relay.retry():
@@ -360,6 +360,7 @@ class FileModeController:
             named=named,
             loop_room=self.starter.loop_room,
             record=str(self.config.rootpath) if self.settings.recording else "",
+            capture_dir=self.relayer.capture_dir,
         )
 
     def _path_at(self, index: int | None) -> Path | None:
@@ -392,6 +393,7 @@ class FileModeController:
         self.starter.forking.discard_warm()
         self._reap(wait=True)
         self.starter.close()
+        self.relayer.close()
 
     # -- end of the run ---------------------------------------------------------
 

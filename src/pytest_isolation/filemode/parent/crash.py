@@ -28,8 +28,21 @@ def with_tail(text: str, tail: str, full: bool = False) -> str:
 
 
 def failed_test(
-    config: pytest.Config, nodeid: str, location: Location, when: Phase, text: str
+    config: pytest.Config,
+    nodeid: str,
+    location: Location,
+    when: Phase,
+    text: str,
+    captured: tuple[str, str, str] = ("", "", ""),
 ) -> pytest.TestReport:
+    """The failed report of a test that died in ``when``: ``text`` first,
+    then what the phase had printed and logged (``captured``: stdout,
+    stderr, log)."""
+    sections = [
+        (f"Captured {name} {when}", content)
+        for name, content in zip(("stdout", "stderr", "log"), captured, strict=True)
+        if content
+    ]
     report = pytest.TestReport(
         nodeid=nodeid,
         location=location,
@@ -37,6 +50,7 @@ def failed_test(
         outcome="failed",
         longrepr=LeadingText.of(text),
         when=when,
+        sections=sections,
     )
     quarantine = config.stash.get(QUARANTINE_KEY, None)
     if quarantine is not None:  # a quarantined test that crashed is quarantined too

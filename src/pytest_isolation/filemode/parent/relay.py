@@ -17,7 +17,6 @@ import time
 import warnings
 from collections.abc import Callable
 from typing import Any
-from typing import NamedTuple
 
 import pytest
 
@@ -32,7 +31,6 @@ from pytest_isolation.core.nodeid import name_of
 from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
-from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import LeakedStateWarning
 from pytest_isolation.core.warnings import warning_category
 from pytest_isolation.core.xdist import FILE_TESTS
@@ -40,16 +38,8 @@ from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import wire
 from pytest_isolation.filemode.parent import crash
 from pytest_isolation.filemode.parent import progress
-from pytest_isolation.filemode.parent.clock import Clock
-from pytest_isolation.filemode.parent.ending import Finishing
-from pytest_isolation.filemode.parent.ending import end_at_once
-from pytest_isolation.filemode.parent.ending import end_child
-from pytest_isolation.filemode.parent.ending import end_tree
-from pytest_isolation.filemode.parent.ending import pass_through
 from pytest_isolation.filemode.parent.nodes import ChildTest
 from pytest_isolation.filemode.parent.retry import Attempts
-from pytest_isolation.filemode.processes import Child
-from pytest_isolation.filemode.processes import describe_exit
 
 Location = crash.Location
 
@@ -81,6 +71,8 @@ class InFlight:
     alone: bool = False
     #: When it started (``time.monotonic()``).
     since: float = dataclasses.field(default_factory=time.monotonic)
+    #: The log records of its running phase, for a report if the child dies.
+    log_lines: list[str] = dataclasses.field(default_factory=list)
 
     def died_in(self) -> Phase:
         """The phase a death interrupts: teardown once the call reported."""
@@ -163,6 +155,7 @@ class FileRelay:
             wire.INTERRUPTED: self._interrupted,
             wire.FINISHED: self._finished,
             wire.SERVER_ENDED: self._server_ended,
+            wire.LOGRECORD: self._logrecord,
             wire.DONE: self._done,
         }
 
@@ -273,8 +266,13 @@ class FileRelay:
             self.collection.announce = None
         if self.inflight is not None:
             self.inflight.phases.add(report.when)
+            self.inflight.log_lines.clear()
         self.attempts.add_report(report)
         self.attempts.emit(lambda: self.ihook.pytest_runtest_logreport(report=report))
+
+    def _logrecord(self, text: str) -> None:
+        if self.inflight is not None:
+            self.inflight.log_lines.append(text)
 
     def _warning(
         self,
@@ -360,8 +358,9 @@ class FileRelay:
     def _done(self) -> None:
         self.end.done = True
 
-    def crashed(self, how: str, stderr_tail: str) -> bool:
-        """Report a child that died; return whether the rest of the attempt can resume."""
+    def crashed(self, how: str, stderr_tail: str, captured: tuple[str, str] = ("", "")) -> bool:
+        """Report a child that died (``captured``: what its running phase had
+        printed); return whether the rest of the attempt can resume."""
         path = self.file.nodeid
         remaining = self.attempts.remaining
         inflight = self.inflight
@@ -374,7 +373,8 @@ class FileRelay:
             doing = "repeating" if inflight.repeating else "running"
             text = f"{cause} while {doing} {name_of(nodeid)} ({when}), the process of {path}"
             message = crash.with_tail(text, stderr_tail, full)
-            died = crash.failed_test(self.config, nodeid, location, when, message)
+            output = (*captured, "\n".join(inflight.log_lines))
+            died = crash.failed_test(self.config, nodeid, location, when, message, output)
             if inflight.repeating:  # --isolation-twice: "FAILED WHEN REPEATED"
                 setattr(died, REPEAT_ATTR, [])
             self._log(died)
@@ -406,84 +406,3 @@ class FileRelay:
             self.ihook.pytest_collectreport(report=report)
         if died and not self.collect_only:  # no child counted the file's tests
             progress.forget(self.file)
-
-
-#: How long an interrupted run reads what its ended child had sent.
-_DRAIN_SECONDS = 1.0
-
-
-class Death(NamedTuple):
-    """How a child died (``was killed by signal 9 (SIGKILL)``), and its stderr's end."""
-
-    how: str
-    tail: str
-
-
-class Relayer:
-    """Replays each child's messages, and hands a finished child on to the
-    reaping of :class:`.ending.Finishing`."""
-
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
-        self.timeout = settings.timeout
-        self.test_timeout = settings.test_timeout
-        self.kill_grace = settings.kill_grace
-        #: The message stream of each running shared child, by pid (it is read file by file).
-        self.receivers: dict[int, wire.Receiver] = {}
-        #: Children that finished and still run their unconfigure, until reaped.
-        self.finishing = Finishing(config, settings.timeout, settings.kill_grace)
-
-    def relay(self, child: Child, relay: FileRelay) -> Death | None:
-        """Replay the child's messages until it finishes or dies.
-
-        Returns None when it finished, else how it died and its stderr tail.
-        Any error or Ctrl-C in the parent ends the child first.
-        """
-        clock = Clock(self.timeout, self.test_timeout, relay.running)
-        receiver = self.receivers.pop(child.pid, None) or wire.Receiver(child.stream)
-        try:
-            for kind, payload in clock.messages(receiver):
-                relay.handle(kind, payload)
-                if relay.end.finished or relay.end.done:
-                    break
-        except wire.TimedOut:
-            end_tree(child, self.kill_grace)
-            tail = child.stderr_tail()
-            relay.process_ended(child.wait(), timed_out=True)
-            child.close()
-            return Death(clock.expired(), tail)
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: report what the child finished
-            end_at_once(child, keep_stream=True)
-            try:
-                for kind, payload in receiver.drain(_DRAIN_SECONDS):
-                    relay.handle(kind, payload)
-            finally:
-                child.close()
-            raise
-        except BaseException:
-            end_at_once(child)
-            raise
-        end = relay.end
-        if end.done:  # the child goes on with the next file of its shared process
-            self.receivers[child.pid] = receiver
-            relay.process_ended(0)
-            return None
-        if end.interrupted:
-            end_child(child)
-            relay.conclude()
-            if end.exit_reason is not None:
-                pytest.exit(end.exit_reason, end.exit_code)
-            crash.interrupt_at(end.where)
-        if end.finished:  # its plugins' unconfigure runs while the next file does
-            seen = pass_through(child, 0, end.stderr)
-            # A fork server's child says its exit code too, for when the server is gone.
-            told = receiver if child.waiter is not None else None
-            if told is None:
-                child.stream.close()
-            relay.process_ended(0)
-            self.finishing.add(child, str(relay.file.nodeid), seen, told)
-            return None
-        returncode = child.wait()
-        relay.process_ended(returncode)
-        death = Death(describe_exit(returncode), child.stderr_tail())
-        child.close()
-        return death
