@@ -780,3 +780,52 @@ def test_pdb_reads_the_terminal_from_the_tests_process(pytester: pytest.Pytester
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*PDB post_mortem*", "(Pdb) 4100"])
+
+
+def test_twice_and_quarantine_in_test_mode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import faulthandler
+
+        REGISTRY = []
+
+        def test_registers():
+            REGISTRY.append(1)
+            assert REGISTRY == [1]
+
+        def test_crashes():
+            faulthandler._sigsegv()
+        """
+    )
+    pytester.path.joinpath("quarantine.txt").write_text("test_a.py::test_crashes  # known\n")
+    result = run(pytester, *TEST_MODE, "--isolation-twice", "--isolation-quarantine=quarantine.txt")
+    assert result.parseoutcomes() == {"failed": 1, "passed": 1, "quarantined": 1}
+    result.stdout.fnmatch_lines(
+        [
+            "QUARANTINED test_a.py::test_crashes - known (quarantine.txt:1)",
+            "*isolation: the test's process was killed by signal 11 (SIGSEGV) during its call",
+            "*FAILED WHEN REPEATED test_a.py::test_registers*",
+        ]
+    )
+
+
+def test_every_start_method_forks_a_placed_files_tests_from_its_process(
+    pytester: pytest.Pytester, start: str
+) -> None:
+    pytester.makeini("[pytest]\nisolation_paths =\n    test_alone.py: test\n")
+    pytester.makepyfile(
+        test_alone=PIDS_SUITE + "\ndef test_crash():\n    import os\n    os.abort()\n"
+    )
+    result = run(pytester, "-p", "isolation", f"--isolation-start={start}", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
+    assert _pids(pytester, "test_alone") == 2
+    result.stdout.fnmatch_lines(
+        ["*isolation: the test's process was killed by signal 6 (SIGABRT) during its call"]
+    )
+    if start != "fork":
+        result.stdout.fnmatch_lines(
+            [
+                "isolation: a test in a process of its own (*) is forked from its file's process, "
+                f"which {start} starts"
+            ]
+        )

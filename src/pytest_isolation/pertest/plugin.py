@@ -14,6 +14,7 @@ import pytest
 from pytest_isolation.core import names
 from pytest_isolation.core.keys import IN_CHILD
 from pytest_isolation.core.kinds import Mode
+from pytest_isolation.core.kinds import StartMethod
 from pytest_isolation.core.options import MAX_SECONDS
 from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
@@ -91,15 +92,17 @@ def register(config: pytest.Config, settings: Settings) -> None:
     chooser = Chooser(config, settings.mode, defaults)
     retries = settings.retries if every else 0  # file mode retries whole files
     config.pluginmanager.register(TestProcesses(config, chooser, retries), names.PER_TEST)
-    config.pluginmanager.register(Header(settings.mode, defaults), names.PER_TEST_HEADER)
+    header = Header(settings.mode, defaults, settings.start)
+    config.pluginmanager.register(header, names.PER_TEST_HEADER)
 
 
 class Header:
     """The header's line of a run with tests in processes of their own."""
 
-    def __init__(self, mode: Mode, defaults: Limits) -> None:
+    def __init__(self, mode: Mode, defaults: Limits, start: StartMethod = "auto") -> None:
         self.mode = mode
         self.defaults = defaults
+        self.start = start
 
     def pytest_report_header(self) -> list[str]:
         lines = []
@@ -112,6 +115,11 @@ class Header:
             lines.append(
                 f"isolation: limits of a test's own process ({self.defaults.text()}) apply to "
                 f"the tests marked {MARKER} or placed with 'test'"
+            )
+        if self.mode == "file" and self.start in ("spawn", "forkserver"):
+            lines.append(
+                "isolation: a test in a process of its own (the isolation_process marker, a file "
+                f"placed 'test') is forked from its file's process, which {self.start} starts"
             )
         if self.mode == "file" and self.defaults.timeout:
             lines.append(
