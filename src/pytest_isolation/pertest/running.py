@@ -91,37 +91,51 @@ class TestRun:
         self._settle()
 
     def _replay(self, kind: str, payload: dict[str, Any]) -> None:
+        handlers: dict[str, Callable[..., None]] = {
+            REPORT: self._data,
+            WARNING: self._warning,
+            LEAK: self._leak,
+            LOGRECORD: self._logrecord,
+            TIMER: self._timer,
+            INTERRUPTED: self._interrupted,
+        }
+        handlers[kind](**payload)
+
+    def _data(self, data: dict[str, Any]) -> None:
         config = self.config
-        if kind == REPORT:
-            report = config.hook.pytest_report_from_serializable(
-                config=config, data=payload["data"]
-            )
-            self._report(report)
-        elif kind == WARNING:
-            category = warning_category(payload["module"], payload["qualname"])
-            record = warnings.WarningMessage(
-                category(payload["message"]), category, payload["filename"], payload["lineno"]
-            )
-            config.hook.pytest_warning_recorded.call_historic(
-                kwargs={
-                    "warning_message": record,
-                    "when": payload["when"],
-                    "nodeid": payload["nodeid"],
-                    "location": payload["location"],
-                }
-            )
-        elif kind == LEAK:
-            leak = Leak(**payload["fields"])
-            guard = config.stash.get(GUARD_KEY, None)
-            if guard is not None:
-                guard.record(leak)
-            config.hook.pytest_isolation_leak(config=config, leak=leak)
-        elif kind == LOGRECORD:
-            self.log_lines.append(payload["text"])
-        elif kind == TIMER:
-            self.timer = ending.Timer(payload["seconds"], payload["method"])
-        elif kind == INTERRUPTED:
-            self.interrupted = (payload["reason"], payload["returncode"])
+        self._report(config.hook.pytest_report_from_serializable(config=config, data=data))
+
+    def _warning(
+        self,
+        module: str,
+        qualname: str,
+        message: str,
+        filename: str,
+        lineno: int,
+        **recorded: Any,
+    ) -> None:
+        """Recorded here as where it was made (``when``, ``nodeid``, ``location``)."""
+        category = warning_category(module, qualname)
+        record = warnings.WarningMessage(category(message), category, filename, lineno)
+        self.config.hook.pytest_warning_recorded.call_historic(
+            kwargs={"warning_message": record, **recorded}
+        )
+
+    def _leak(self, fields: dict[str, Any]) -> None:
+        leak = Leak(**fields)
+        guard = self.config.stash.get(GUARD_KEY, None)
+        if guard is not None:
+            guard.record(leak)
+        self.config.hook.pytest_isolation_leak(config=self.config, leak=leak)
+
+    def _logrecord(self, text: str) -> None:
+        self.log_lines.append(text)
+
+    def _timer(self, seconds: float, method: str) -> None:
+        self.timer = ending.Timer(seconds, method)
+
+    def _interrupted(self, reason: str | None, returncode: int | None, where: object) -> None:
+        self.interrupted = (reason, returncode)
 
     def _report(self, report: pytest.TestReport) -> None:
         self._flush_teardown()

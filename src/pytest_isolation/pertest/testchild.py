@@ -122,13 +122,17 @@ class Diversion:
         self.sender = sender
 
     def __call__(self, name: str, kwargs: dict[str, Any]) -> None:
-        if name == "pytest_runtest_logreport":
-            self._report(kwargs["report"])
-        elif name == "pytest_warning_recorded":
-            self._warning(**kwargs)
-        elif name == "pytest_isolation_leak":
-            leak: Leak = kwargs["leak"]
-            self.sender.send(LEAK, fields=leak.to_wire())
+        sends: dict[str, Callable[..., None]] = {
+            "pytest_runtest_logreport": self._report,
+            "pytest_warning_recorded": self._warning,
+            "pytest_isolation_leak": self._leak,
+        }
+        send = sends.get(name)
+        if send is not None:  # the others (logstart, logfinish) are the forking side's
+            send(**kwargs)
+
+    def _leak(self, leak: Leak, **others: Any) -> None:
+        self.sender.send(LEAK, fields=leak.to_wire())
 
     def _report(self, report: pytest.TestReport) -> None:
         config = self.config
