@@ -90,4 +90,6 @@ LAST_WORDS = pytest.StashKey[list[Callable[[], None]]]()
 #: The test whose ``pytest_runtest_logstart`` runs now runs in a process of
 #: its own (``pertest``): file mode's parent leaves its time to that process.
 IN_OWN_PROCESS = pytest.StashKey[bool]()
+#: This process is a test's own (``pertest``): it holds one test, and ends after it.
+IN_TEST_PROCESS = pytest.StashKey[bool]()
 SERVERS_ENDED = pytest.StashKey[list[str]]()

@@ -24,6 +24,7 @@ import pytest
 
 from pytest_isolation.core.keys import FIRST_RUN_LEFT
 from pytest_isolation.core.keys import IN_CHILD
+from pytest_isolation.core.keys import IN_TEST_PROCESS
 from pytest_isolation.core.keys import REPEAT
 from pytest_isolation.core.keys import SHARED_CHILD
 from pytest_isolation.core.kinds import GuardPolicy
@@ -115,10 +116,11 @@ class LeakGuard:
 
     @property
     def contained(self) -> bool:
-        """In a file-mode child of one file: the process contains what imports
-        and files change."""
+        """In a file-mode child of one file, or a test's own process: the
+        process contains what imports and files change."""
         stash = self.config.stash
-        return stash.get(IN_CHILD, False) and not stash.get(SHARED_CHILD, False)
+        one_file = stash.get(IN_CHILD, False) and not stash.get(SHARED_CHILD, False)
+        return one_file or stash.get(IN_TEST_PROCESS, False)
 
     def _announce(self, leak: Leak) -> None:
         self.config.hook.pytest_isolation_leak(config=self.config, leak=leak)

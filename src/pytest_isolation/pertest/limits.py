@@ -19,6 +19,11 @@ from typing import Any
 
 import pytest
 
+try:  # imported here, once: a test's process that imported it would pay each time
+    import resource
+except ImportError:  # no kernel limits (Windows): refused at start
+    resource = None  # type: ignore[assignment]
+
 #: The marker that runs a test in a process of its own, with its arguments.
 MARKER = "isolation_process"
 MARKER_HELP = (
@@ -66,17 +71,15 @@ class Limits:
 
     def apply_here(self) -> None:
         """In the test's process: the kernel's limits on memory and CPU time."""
-        import resource
-
         if self.memory:
             grown = address_space() + int(self.memory * 1024 * 1024)
-            _lower(resource, resource.RLIMIT_AS, grown)
+            _lower(resource.RLIMIT_AS, grown)
         if self.cpu:
             seconds = max(1, math.ceil(self.cpu))
-            _lower(resource, resource.RLIMIT_CPU, seconds, seconds + 1)
+            _lower(resource.RLIMIT_CPU, seconds, seconds + 1)
 
 
-def _lower(resource: Any, which: int, soft: int, hard: int | None = None) -> None:
+def _lower(which: int, soft: int, hard: int | None = None) -> None:
     """Lower a limit; never above the hard limit the process already has."""
     _, current_hard = resource.getrlimit(which)
     ceiling = current_hard if current_hard != resource.RLIM_INFINITY else None

@@ -25,6 +25,7 @@ from typing import NoReturn
 import pytest
 
 from pytest_isolation.core import pytest_private
+from pytest_isolation.core.keys import IN_TEST_PROCESS
 from pytest_isolation.core.records import Leak
 from pytest_isolation.filemode import cov
 from pytest_isolation.filemode import forks
@@ -72,6 +73,7 @@ def run(
         relay = LogRelay(config, lambda text: sender.send(LOGRECORD, text=text))
         logging.getLogger().addHandler(relay)
         limits.apply_here()
+        config.stash[IN_TEST_PROCESS] = True  # the guard: one test, no file to watch
         enter(sender)
         try:
             parent_node = item.parent  # the teardown stops at the test itself
