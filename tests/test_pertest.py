@@ -390,6 +390,7 @@ def test_xdist_workers_run_each_test_in_a_process_of_its_own(pytester: pytest.Py
     )
     result = run(pytester, *TEST_MODE, "-p", "xdist", "-n", "2")
     result.assert_outcomes(passed=6, failed=2)
+    result.stdout.fnmatch_lines(["isolation: test mode: each test in a process of its own*"])
     result.stdout.fnmatch_lines(
         ["*isolation: the test's process was killed by signal 11 (SIGSEGV)*"]
     )

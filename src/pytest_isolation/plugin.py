@@ -144,8 +144,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if child is not None or lists_fixtures or not settings.recording or is_controller(config):
         _stop_parent_phase(config)  # no record, or (an xdist controller) no children of its own
     filemode.register_late_opt_in(config, settings)
-    if not lists_fixtures and not is_controller(config):  # last: first to run a test
-        pertest.register(config, settings)
+    if not lists_fixtures:  # last: first to run a test
+        pertest.register(config, settings, runs_tests=not is_controller(config))
     if child is not None:
         from pytest_isolation.filemode.child.start import install_spawned
         from pytest_isolation.filemode.wire import ChildSpec

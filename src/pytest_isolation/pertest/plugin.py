@@ -66,10 +66,11 @@ def limits(config: pytest.Config) -> Limits:
     )
 
 
-def register(config: pytest.Config, settings: Settings) -> None:
+def register(config: pytest.Config, settings: Settings, runs_tests: bool = True) -> None:
     """The part that runs the chosen tests each in a process of its own:
     checked at start (fork, the memory limit's platform), registered last
-    so that it comes first among the runners of a test's protocol."""
+    so that it comes first among the runners of a test's protocol; an xdist
+    controller, whose workers run the tests, only says so in the header."""
     from pytest_isolation.pertest.chosen import Chooser
     from pytest_isolation.pertest.processes import TestProcesses
 
@@ -89,11 +90,13 @@ def register(config: pytest.Config, settings: Settings) -> None:
             f"{flag_of('isolation_test_memory')}: a memory limit needs Linux "
             "(the kernel's limit on a process's address space)"
         )
+    header = Header(settings.mode, defaults, settings.start)
+    config.pluginmanager.register(header, names.PER_TEST_HEADER)
+    if not runs_tests:
+        return
     chooser = Chooser(config, settings.mode, defaults)
     retries = settings.retries if every else 0  # file mode retries whole files
     config.pluginmanager.register(TestProcesses(config, chooser, retries), names.PER_TEST)
-    header = Header(settings.mode, defaults, settings.start)
-    config.pluginmanager.register(header, names.PER_TEST_HEADER)
 
 
 class Header:
