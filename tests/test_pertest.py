@@ -830,3 +830,38 @@ def test_every_start_method_forks_a_placed_files_tests_from_its_process(
                 f"which {start} starts"
             ]
         )
+
+
+def test_file_mode_names_pytest_timeouts_thread_method_as_the_cause(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a="""
+        import time, pytest
+
+        @pytest.mark.timeout(1, method="thread")
+        def test_slow():
+            print("before the timeout")
+            time.sleep(30)
+
+        def test_after():
+            pass
+        """
+    )
+    result = run(
+        pytester,
+        "-p",
+        "isolation",
+        "--isolation-mode=file",
+        "-p",
+        "pytest_timeout",
+        "-p",
+        "no:randomly",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: over pytest-timeout's 1 s limit: its thread method ended the process "
+            "(exit code 1) while running test_slow (call), the process of test_a.py*",
+        ]
+    )

@@ -80,8 +80,9 @@ def test_pytest_timeout_in_children(pytester: pytest.Pytester, start: str, metho
     else:  # pytest-timeout ends the process: the child's crash is reported, the file resumes
         result.stdout.fnmatch_lines(
             [
-                "*isolation: exited with code 1 while running test_slow (call), "
-                "the process of test_slow.py*",
+                "*isolation: over pytest-timeout's 1 s limit: its thread method ended the "
+                "process (exit code 1) while running test_slow (call), the process of "
+                "test_slow.py*",
             ]
         )
         result.stdout.fnmatch_lines(["*+ Timeout +*"])  # pytest-timeout's stack dump

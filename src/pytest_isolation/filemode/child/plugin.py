@@ -77,6 +77,7 @@ from pytest_isolation.filemode.wire import REPEATING
 from pytest_isolation.filemode.wire import REPORT
 from pytest_isolation.filemode.wire import SERVER_ENDED
 from pytest_isolation.filemode.wire import STATUS
+from pytest_isolation.filemode.wire import TIMER
 from pytest_isolation.filemode.wire import USES
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import WRITE
@@ -317,6 +318,14 @@ class ChildPlugin:
             self.logs.sending = False
         self.unfinished.discard(str(nodeid))
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-timeout's
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> None:
+        """Tell the parent that pytest-timeout armed its timer (its thread
+        method ends this process: the parent names it as the cause)."""
+        seconds = getattr(settings, "timeout", None)
+        if seconds:
+            self.sender.send(TIMER, seconds=float(seconds), method=str(settings.method))
 
     def write_terminal(self, text: str) -> None:
         if self.live:

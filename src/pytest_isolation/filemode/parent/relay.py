@@ -73,6 +73,8 @@ class InFlight:
     since: float = dataclasses.field(default_factory=time.monotonic)
     #: The log records of its running phase, for a report if the child dies.
     log_lines: list[str] = dataclasses.field(default_factory=list)
+    #: pytest-timeout's timer of the test, as armed: seconds and method.
+    timer: tuple[float, str] | None = None
 
     def died_in(self) -> Phase:
         """The phase a death interrupts: teardown once the call reported."""
@@ -126,6 +128,8 @@ class FileRelay:
         self.attempts = Attempts(str(file.nodeid), retries, scope, collect_only)
         self.collection = ChildCollection()
         self.end = ChildEnd()
+        #: pytest-timeout's timer armed for the next test (seconds, method).
+        self.armed: tuple[float, str] | None = None
         #: The running test.
         self.inflight: InFlight | None = None
         #: The current child has said nothing but hello.
@@ -156,6 +160,7 @@ class FileRelay:
             wire.FINISHED: self._finished,
             wire.SERVER_ENDED: self._server_ended,
             wire.LOGRECORD: self._logrecord,
+            wire.TIMER: self._timer,
             wire.DONE: self._done,
         }
 
@@ -250,7 +255,8 @@ class FileRelay:
         return None if inflight is None else (inflight.since, inflight.alone)
 
     def _logstart(self, nodeid: str, location: Location, alone: bool = False) -> None:
-        self.inflight = InFlight(nodeid, location, alone=alone)
+        self.inflight = InFlight(nodeid, location, alone=alone, timer=self.armed)
+        self.armed = None
         self.attempts.begin_test()
         self.attempts.emit(
             lambda: self.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
@@ -269,6 +275,10 @@ class FileRelay:
             self.inflight.log_lines.clear()
         self.attempts.add_report(report)
         self.attempts.emit(lambda: self.ihook.pytest_runtest_logreport(report=report))
+
+    def _timer(self, seconds: float, method: str) -> None:
+        """pytest-timeout arms its timer before the test's ``logstart``."""
+        self.armed = (seconds, method)
 
     def _logrecord(self, text: str) -> None:
         if self.inflight is not None:
@@ -370,6 +380,15 @@ class FileRelay:
             nodeid, location, when = inflight.nodeid, inflight.location, inflight.died_in()
             timed_out = how.startswith(("timed out", "over its"))
             self.end.death = how if timed_out else f"crashed ({how})"
+            if (
+                inflight.timer is not None
+                and inflight.timer[1] == "thread"
+                and how == "exited with code 1"
+            ):
+                cause = (
+                    f"over pytest-timeout's {inflight.timer[0]:g} s limit: its thread method "
+                    "ended the process (exit code 1)"
+                )
             doing = "repeating" if inflight.repeating else "running"
             text = f"{cause} while {doing} {name_of(nodeid)} ({when}), the process of {path}"
             message = crash.with_tail(text, stderr_tail, full)
