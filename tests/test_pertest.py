@@ -865,3 +865,74 @@ def test_file_mode_names_pytest_timeouts_thread_method_as_the_cause(
             "(exit code 1) while running test_slow (call), the process of test_a.py*",
         ]
     )
+
+
+SNAPSHOT_SUITE = """
+import pytest
+
+def test_first(snapshot):
+    assert {"a": 1} == snapshot
+
+@pytest.mark.isolation_process
+def test_marked(snapshot):
+    assert [1, 2] == snapshot
+"""
+
+
+def test_syrupy_snapshots_used_in_tests_own_processes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_snap=SNAPSHOT_SUITE)
+    made = run(pytester, "-p", "no:isolation", "-p", "syrupy", "--snapshot-update")
+    made.assert_outcomes(passed=2)
+    plain = run(pytester, *PLAIN, "-p", "syrupy")  # the marked test uses its snapshot elsewhere
+    plain.assert_outcomes(passed=2)
+    assert plain.ret == 0
+    plain.stdout.fnmatch_lines(
+        [
+            "isolation: syrupy: unused snapshots are not looked for (--snapshot-disable-unused): "
+            "tests in processes of their own use their snapshots there"
+        ]
+    )
+    test_mode = run(pytester, *TEST_MODE, "-p", "syrupy")
+    test_mode.assert_outcomes(passed=2)
+    assert test_mode.ret == 0
+    test_mode.stdout.fnmatch_lines(
+        [
+            "isolation: syrupy: unused snapshots are not looked for (--snapshot-disable-unused): "
+            "each test uses its snapshots in a process of its own"
+        ]
+    )
+    refused = run(pytester, *TEST_MODE, "-p", "syrupy", "--snapshot-update")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["ERROR: --isolation-mode=test cannot combine syrupy's --snapshot-update*"]
+    )
+    marked = run(pytester, *PLAIN, "-p", "syrupy", "--snapshot-update")
+    assert marked.ret == pytest.ExitCode.USAGE_ERROR
+    marked.stderr.fnmatch_lines(
+        ["ERROR: test_snap.py::test_marked runs in a process of its own and uses syrupy's*"]
+    )
+
+
+def test_pytest_benchmark_in_test_mode_and_in_a_marked_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_bench="""
+        import pytest
+
+        @pytest.mark.isolation_process
+        def test_fast(benchmark):
+            benchmark(sum, range(10))
+        """
+    )
+    result = run(pytester, *TEST_MODE, "-p", "pytest_benchmark.plugin")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["isolation: pytest-benchmark: benchmarks run once, unmeasured (--benchmark-disable)*"]
+    )
+    refused = run(pytester, *PLAIN, "-p", "pytest_benchmark.plugin")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["ERROR: test_bench.py::test_fast runs in a process of its own and uses pytest-bench*"]
+    )
+    json = run(pytester, *TEST_MODE, "-p", "pytest_benchmark.plugin", "--benchmark-json=b.json")
+    assert json.ret == pytest.ExitCode.USAGE_ERROR
+    json.stderr.fnmatch_lines(["ERROR: --isolation-mode=test cannot combine pytest-benchmark's*"])

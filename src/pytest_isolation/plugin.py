@@ -117,10 +117,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         from pytest_isolation.filemode.wire import ChildSpec
 
         adopt_worker_identity(config, ChildSpec.from_env(child))
-    if run_mode(config)[0] == "file":
+    mode = run_mode(config)[0]
+    if mode == "file":
         from pytest_isolation.filemode.compat import before_configure
 
         before_configure(config)
+    elif mode == "test":
+        from pytest_isolation.pertest import compat
+
+        compat.before_configure(config)
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has registered its reporter

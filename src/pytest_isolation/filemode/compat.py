@@ -24,7 +24,7 @@ from pytest_isolation.core import pytest_private
 _PYTEST_MODULES = f"{pytest_private.PYTEST_PACKAGE}."
 
 
-def _benchmarks_run(config: pytest.Config) -> bool:
+def benchmarks_run(config: pytest.Config) -> bool:
     """pytest-benchmark measures in this run (it turns itself off under xdist)."""
     if config.getoption("benchmark_skip", None) is None:  # the plugin's options: not loaded
         return False
@@ -49,7 +49,7 @@ _BENCHMARK_RESULTS = {
 BENCHMARKS_OFF = pytest.StashKey[bool]()
 
 
-def _benchmark_results_asked(config: pytest.Config) -> list[str]:
+def benchmark_results_asked(config: pytest.Config) -> list[str]:
     return [flag for dest, flag in _BENCHMARK_RESULTS.items() if config.getoption(dest, None)]
 
 
@@ -57,15 +57,15 @@ def turn_off_benchmarks(config: pytest.Config) -> None:
     """Before configure: run benchmarks once, unmeasured (``--benchmark-disable``),
     as pytest-benchmark does itself under pytest-xdist, unless the command
     line asks for their results (then :func:`refuse_uncombinable` refuses)."""
-    if _benchmarks_run(config) and not _benchmark_results_asked(config):
+    if benchmarks_run(config) and not benchmark_results_asked(config):
         config.option.benchmark_disable = True
         config.stash[BENCHMARKS_OFF] = True
 
 
 def refuse_uncombinable(config: pytest.Config) -> None:
     """Refuse, naming the plugin, what would lose results."""
-    asked = _benchmark_results_asked(config)
-    if asked and _benchmarks_run(config) and config.getoption("dist", "no") in ("no", None):
+    asked = benchmark_results_asked(config)
+    if asked and benchmarks_run(config) and config.getoption("dist", "no") in ("no", None):
         raise pytest.UsageError(
             "--isolation-mode=file cannot combine pytest-benchmark's results "
             f"({', '.join(asked)}): each file's process would measure, print and save its "

@@ -20,6 +20,7 @@ from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.options import limit
 from pytest_isolation.core.settings import Settings
+from pytest_isolation.pertest import compat
 from pytest_isolation.pertest.limits import MARKER
 from pytest_isolation.pertest.limits import MARKER_HELP
 from pytest_isolation.pertest.limits import Limits
@@ -90,7 +91,9 @@ def register(config: pytest.Config, settings: Settings, runs_tests: bool = True)
             f"{flag_of('isolation_test_memory')}: a memory limit needs Linux "
             "(the kernel's limit on a process's address space)"
         )
-    header = Header(settings.mode, defaults, settings.start)
+    if every:
+        compat.check_compatible(config)
+    header = Header(settings.mode, defaults, settings.start, compat.notices(config))
     config.pluginmanager.register(header, names.PER_TEST_HEADER)
     if not runs_tests:
         return
@@ -102,10 +105,18 @@ def register(config: pytest.Config, settings: Settings, runs_tests: bool = True)
 class Header:
     """The header's line of a run with tests in processes of their own."""
 
-    def __init__(self, mode: Mode, defaults: Limits, start: StartMethod = "auto") -> None:
+    def __init__(
+        self,
+        mode: Mode,
+        defaults: Limits,
+        start: StartMethod = "auto",
+        notices: list[str] | None = None,
+    ) -> None:
         self.mode = mode
         self.defaults = defaults
         self.start = start
+        #: What test mode turned off in other plugins (:mod:`.compat`).
+        self.notices = notices or []
 
     def pytest_report_header(self) -> list[str]:
         lines = []
@@ -114,6 +125,7 @@ class Header:
                 "isolation: test mode: each test in a process of its own, forked once its "
                 f"fixtures above function scope are set up (limits: {self.defaults.text()})"
             )
+            lines += self.notices
         elif self.defaults != Limits():
             lines.append(
                 f"isolation: limits of a test's own process ({self.defaults.text()}) apply to "

@@ -18,6 +18,7 @@ from pytest_isolation.core.keys import IN_OWN_PROCESS
 from pytest_isolation.core.records import TestAttempts
 from pytest_isolation.filemode.wire import TIMER
 from pytest_isolation.filemode.wire import Sender
+from pytest_isolation.pertest import compat
 from pytest_isolation.pertest import scoped
 from pytest_isolation.pertest.chosen import Chooser
 from pytest_isolation.pertest.limits import Limits
@@ -52,6 +53,9 @@ class TestProcesses:
         self.sender: Sender | None = None
         self.logs: SetUpLogs | None = None
         self._dumps: IO[bytes] | None = None
+        #: What a test in a process of its own made this run turn off in
+        #: another plugin, said after the collection (:mod:`.compat`).
+        self.narrowed: str | None = None
 
     @pytest.hookimpl(tryfirst=True)  # instead of pytest's runner, for the chosen tests
     def pytest_runtest_protocol(
@@ -103,6 +107,13 @@ class TestProcesses:
                 break
         run.release(functools.partial(_note, attempts))
         return run
+
+    @pytest.hookimpl(trylast=True)  # the items as they will run
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.narrowed = compat.check_chosen(self.config, items, self._forks)
+
+    def pytest_report_collectionfinish(self) -> list[str]:
+        return [self.narrowed] if self.narrowed else []
 
     def _enter(self, sender: Sender, logs: SetUpLogs) -> None:
         """In the test's process: step aside, keep the pipe and the set-up's logs."""
