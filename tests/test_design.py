@@ -38,6 +38,7 @@ SHARED = {
     "cov.py",
     "depth.py",
     "loops.py",
+    "logs.py",
 }
 MOST_ATTRIBUTES = 12
 MOST_LINES = 500

@@ -17,6 +17,8 @@ CONTROLLER = "isolation-controller"
 #: Runs the chosen tests each in a process of its own, and says so in the header.
 PER_TEST = "isolation-process-per-test"
 PER_TEST_HEADER = "isolation-process-per-test-header"
+#: Sends a file-mode child's running test's log records to the parent.
+CHILD_LOGS = "isolation-child-logs"
 #: The plugin inside a file-mode child that streams the file to the parent.
 CHILD = "isolation-child"
 #: A plain run's refusal of files that ask for processes of their own.
@@ -57,6 +59,13 @@ CHILD_CONFIGURE_IMPORTS = (
     "pytest_isolation.filemode.child.start",
     "pytest_isolation.filemode.compat",
     "pytest_isolation.guard.watch",
+    "pytest_isolation.pertest.chosen",
+    "pytest_isolation.pertest.ending",
+    "pytest_isolation.pertest.processes",
+    "pytest_isolation.pertest.running",
+    "pytest_isolation.pertest.scoped",
+    "pytest_isolation.pertest.testchild",
+    "pytest_isolation.pertest.waiting",
 )
 
 #: Tells a spawned interpreter it is a file-mode child (its value: the child's spec).

@@ -13,7 +13,6 @@ import pytest
 from pytest_isolation.core.keys import QUARANTINE_KEY
 from pytest_isolation.core.kinds import Phase
 from pytest_isolation.core.longrepr import LeadingText
-from pytest_isolation.filemode.parent.stacks import split_dump
 from pytest_isolation.filemode.processes import describe_exit
 from pytest_isolation.pertest.limits import Limits
 from pytest_isolation.pertest.waiting import Ended
@@ -93,6 +92,8 @@ def died(
 
 def explained(cause_text: str, dump: str, full: bool) -> str:
     """The report's text: the cause, then the test's frames of the dump."""
+    from pytest_isolation.filemode.parent.stacks import split_dump  # only when one died
+
     text = f"isolation: {cause_text}"
     stacks, rest = split_dump(dump, full)
     stacks = stacks or rest.strip()

@@ -20,6 +20,8 @@ from pytest_isolation.core.options import Setting
 from pytest_isolation.core.options import flag_of
 from pytest_isolation.core.options import limit
 from pytest_isolation.core.settings import Settings
+from pytest_isolation.filemode.placement import TESTS
+from pytest_isolation.filemode.placement import patterns
 from pytest_isolation.pertest import compat
 from pytest_isolation.pertest.limits import MARKER
 from pytest_isolation.pertest.limits import MARKER_HELP
@@ -94,6 +96,9 @@ def register(config: pytest.Config, settings: Settings, runs_tests: bool = True)
     if every:
         compat.check_compatible(config)
     header = Header(settings.mode, defaults, settings.start, compat.notices(config))
+    header.placed = any(
+        p.placement.how == TESTS for p in patterns(config.getini("isolation_paths"))
+    )
     config.pluginmanager.register(header, names.PER_TEST_HEADER)
     if not runs_tests:
         return
@@ -117,6 +122,8 @@ class Header:
         self.start = start
         #: What test mode turned off in other plugins (:mod:`.compat`).
         self.notices = notices or []
+        #: ``isolation_paths`` places files ``test``.
+        self.placed = False
 
     def pytest_report_header(self) -> list[str]:
         lines = []
@@ -131,7 +138,7 @@ class Header:
                 f"isolation: limits of a test's own process ({self.defaults.text()}) apply to "
                 f"the tests marked {MARKER} or placed with 'test'"
             )
-        if self.mode == "file" and self.start in ("spawn", "forkserver"):
+        if self.mode == "file" and self.start in ("spawn", "forkserver") and self.placed:
             lines.append(
                 "isolation: a test in a process of its own (the isolation_process marker, a file "
                 f"placed 'test') is forked from its file's process, which {self.start} starts"

@@ -1,14 +1,47 @@
-"""A file's child's capture files, where its parent can read them once the
-child has died: a crashed or timed-out test's report shows what its phase
-had printed, as pytest's ``Captured stdout`` section would have."""
+"""What a file's child keeps for its parent in case it dies during a test:
+its capture files, where the parent can read them, and the running test's
+log records, sent as they are made; a crashed or timed-out test's report
+shows what its phase had printed and logged, as pytest's sections would."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
 
+from pytest_isolation.core import names
 from pytest_isolation.core import pytest_private
+from pytest_isolation.filemode.logs import LogRelay
+from pytest_isolation.filemode.wire import LOGRECORD
+from pytest_isolation.filemode.wire import Sender
+
+
+def keep_crash_output(config: pytest.Config, sender: Sender, capture_dir: str) -> None:
+    """Once per child: its capture files in ``capture_dir`` (when given),
+    and its tests' log records sent on ``sender`` while each runs."""
+    if capture_dir:
+        capture_for_parent(config, capture_dir)
+    if not config.pluginmanager.has_plugin(names.CHILD_LOGS):
+        relay = TestLogs(config, sender)
+        logging.getLogger().addHandler(relay.handler)
+        config.pluginmanager.register(relay, names.CHILD_LOGS)
+
+
+class TestLogs:
+    """Sends a running test's log records (only while one runs)."""
+
+    __test__ = False  # not a test class, whatever pytest's python_classes say
+
+    def __init__(self, config: pytest.Config, sender: Sender) -> None:
+        self.handler = LogRelay(config, lambda text: sender.send(LOGRECORD, text=text))
+        self.handler.sending = False
+
+    def pytest_runtest_logstart(self) -> None:
+        self.handler.sending = True
+
+    def pytest_runtest_logfinish(self) -> None:
+        self.handler.sending = False
 
 
 def capture_for_parent(config: pytest.Config, directory: str) -> None:

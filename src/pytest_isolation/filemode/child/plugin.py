@@ -13,7 +13,6 @@ only, so a child starts light (``lint-imports`` keeps it so).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import traceback
@@ -39,7 +38,7 @@ from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode import placement
 from pytest_isolation.filemode.child import inherited
 from pytest_isolation.filemode.child import session_end
-from pytest_isolation.filemode.child.captured import capture_for_parent
+from pytest_isolation.filemode.child.captured import keep_crash_output
 from pytest_isolation.filemode.child.collection import named_as_in_the_run
 from pytest_isolation.filemode.child.collection import with_directories
 from pytest_isolation.filemode.child.grouped import FileRun
@@ -49,7 +48,6 @@ from pytest_isolation.filemode.child.terminal import detach_terminal
 from pytest_isolation.filemode.child.terminal import written_to_stderr
 from pytest_isolation.filemode.depth import call_deeper
 from pytest_isolation.filemode.depth import headroom
-from pytest_isolation.filemode.logs import LogRelay
 from pytest_isolation.filemode.loops import call_suite_impls
 from pytest_isolation.filemode.loops import run_suite_loops
 from pytest_isolation.filemode.loops import suite_impls
@@ -69,7 +67,6 @@ from pytest_isolation.filemode.wire import JUNIT
 from pytest_isolation.filemode.wire import KEPT
 from pytest_isolation.filemode.wire import LEAK
 from pytest_isolation.filemode.wire import LOGFINISH
-from pytest_isolation.filemode.wire import LOGRECORD
 from pytest_isolation.filemode.wire import LOGSTART
 from pytest_isolation.filemode.wire import NOTFOUND
 from pytest_isolation.filemode.wire import PROTOCOL_VERSION
@@ -116,8 +113,6 @@ class ChildPlugin:
         #: ``--isolation-record``: what the file's tests execute, and the tests
         #: not run yet (a record is kept only when all of them ran).
         self.recorder: Recorder | None = None
-        #: A running test's log records, sent as they are made.
-        self.logs: LogRelay | None = None
         self.unfinished: set[str] = set()
         self.partial = False
 
@@ -132,12 +127,7 @@ class ChildPlugin:
             self.recorder = Recorder(spec.record)
             self.recorder.start()
         self._send(HELLO, version=PROTOCOL_VERSION, pid=os.getpid())
-        if spec.capture_dir:
-            capture_for_parent(self.config, spec.capture_dir)
-        if self.logs is None:
-            self.logs = LogRelay(self.config, lambda text: self.sender.send(LOGRECORD, text=text))
-            self.logs.sending = False
-            logging.getLogger().addHandler(self.logs)
+        keep_crash_output(self.config, self.sender, spec.capture_dir)
         inherited.leave_connections()
         inherited.keep_shared_fixtures(self.config)
         shared = self.config.stash.get(SHARED_VALUES, {})
@@ -300,8 +290,6 @@ class ChildPlugin:
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         alone = self.config.stash.get(IN_OWN_PROCESS, False)
         self.sender.send(LOGSTART, nodeid=str(nodeid), location=location, alone=alone)
-        if self.logs is not None:
-            self.logs.sending = True
 
     @pytest.hookimpl(trylast=True)  # after the child's plugins have seen the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -314,8 +302,6 @@ class ChildPlugin:
             self.sender.send(SERVER_ENDED, nodeid=str(report.nodeid))
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        if self.logs is not None:
-            self.logs.sending = False
         self.unfinished.discard(str(nodeid))
         self.sender.send(LOGFINISH, nodeid=str(nodeid), location=location)
 
