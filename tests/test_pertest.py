@@ -936,3 +936,30 @@ def test_pytest_benchmark_in_test_mode_and_in_a_marked_test(pytester: pytest.Pyt
     json = run(pytester, *TEST_MODE, "-p", "pytest_benchmark.plugin", "--benchmark-json=b.json")
     assert json.ret == pytest.ExitCode.USAGE_ERROR
     json.stderr.fnmatch_lines(["ERROR: --isolation-mode=test cannot combine pytest-benchmark's*"])
+
+
+def test_a_test_runs_as_deep_in_the_stack_as_in_a_plain_run(pytester: pytest.Pytester) -> None:
+    """Recursion headroom is the same (structlog's own suite measures it)."""
+    pytester.makepyfile(
+        test_depth="""
+        import pytest
+
+        def headroom(calls=0):
+            try:
+                return headroom(calls + 1)
+            except RecursionError:
+                return calls
+
+        @pytest.fixture
+        def in_fixture():
+            return headroom()
+
+        def test_depth(in_fixture):
+            with open("depth", "a") as out:
+                out.write(f"{headroom()} {in_fixture}\\n")
+        """
+    )
+    run(pytester, *PLAIN).assert_outcomes(passed=1)
+    run(pytester, *TEST_MODE).assert_outcomes(passed=1)
+    plain, test_mode = (pytester.path / "depth").read_text().splitlines()
+    assert test_mode == plain

@@ -17,6 +17,8 @@ CONTROLLER = "isolation-controller"
 #: Runs the chosen tests each in a process of its own, and says so in the header.
 PER_TEST = "isolation-process-per-test"
 PER_TEST_HEADER = "isolation-process-per-test-header"
+#: In a test's own process: sends its reports, warnings and leaks to the forking process.
+TEST_FORWARDER = "isolation-test-forwarder"
 #: Sends a file-mode child's running test's log records to the parent.
 CHILD_LOGS = "isolation-child-logs"
 #: The plugin inside a file-mode child that streams the file to the parent.

@@ -429,27 +429,29 @@ def capturing(config: pytest.Config) -> Iterator[list[str]]:
         captured.extend(read_capture(config))
 
 
-def divert_hooks(
-    config: pytest.Config, names: frozenset[str], divert: Callable[[str, dict[str, Any]], None]
-) -> Callable[[], None]:
-    """From now on, a call of a hook in ``names``, however it is made
-    (``config.hook``, ``item.ihook``, historic), runs none of its
-    implementations: ``divert(name, kwargs)`` gets it instead.  Returns how
-    to undo it.  pluggy's public call monitoring
-    (``add_hookcall_monitoring``) hands ``before`` the very list of
-    implementations it then calls, which is emptied here: no public API
-    keeps implementations out of the calls pytest makes."""
+def take_hooks(config: pytest.Config, names: frozenset[str]) -> None:
+    """From now on, the hooks in ``names`` have no implementation in this
+    process but those of plugins registered after this call, however they
+    are called (``config.hook``, ``item.ihook``, historic): pluggy keeps a
+    hook's implementations, wrappers included, in ``HookCaller._hookimpls``,
+    which ``item.ihook``'s subset callers filter, and no public API keeps an
+    implementation out of the calls pytest makes.  Nothing is added to any
+    other hook's calls."""
+    for name in names:
+        caller = getattr(config.hook, name)
+        caller._hookimpls.clear()
 
-    def before(name: str, implementations: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        if name in names:
-            cast(list[Any], implementations).clear()  # the list pluggy calls next
-            divert(name, dict(kwargs))
 
-    def after(outcome: object, name: str, implementations: object, kwargs: object) -> None:
-        return None
-
-    undo: Callable[[], None] = config.pluginmanager.add_hookcall_monitoring(before, after)
-    return undo
+def hand_over_set_up(session: pytest.Session) -> None:
+    """Leave what is set up now to the process this one was forked from:
+    the nodes on pytest's set-up stack stay set up here (a test's set-up
+    finds them), but their finalizers (collectors' teardown, their fixtures'
+    finish) are taken off, so that this process's teardown of a test runs
+    only the test's own (``SetupState.stack``: ``{node: (finalizers,
+    exception)}``)."""
+    stack = setup_state(session).stack
+    for node, (_, exception) in list(stack.items()):
+        stack[node] = ([], exception)
 
 
 def phase_log_handlers(config: pytest.Config) -> list[logging.Handler]:

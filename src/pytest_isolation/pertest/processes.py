@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Generator
 from typing import IO
 from typing import Any
 
@@ -20,6 +21,7 @@ from pytest_isolation.filemode.wire import TIMER
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.pertest import compat
 from pytest_isolation.pertest import scoped
+from pytest_isolation.pertest import testchild
 from pytest_isolation.pertest.chosen import Chooser
 from pytest_isolation.pertest.limits import Limits
 from pytest_isolation.pertest.running import TestRun
@@ -56,6 +58,8 @@ class TestProcesses:
         #: What a test in a process of its own made this run turn off in
         #: another plugin, said after the collection (:mod:`.compat`).
         self.narrowed: str | None = None
+        #: pytest-timeout's settings of a test about to be forked, by node id.
+        self.timer_settings: dict[str, Any] = {}
 
     @pytest.hookimpl(tryfirst=True)  # instead of pytest's runner, for the chosen tests
     def pytest_runtest_protocol(
@@ -79,6 +83,8 @@ class TestProcesses:
         finally:
             self.config.stash[IN_OWN_PROCESS] = False
         run = self._attempts(item, limits, logs)  # Ctrl-C: the session tears down, as pytest's
+        if run is None:  # the test's process: pytest's runner runs the test from here, as deep
+            return None  # in the stack as in a plain run; the outermost wrapper ends it
         teardown = scoped.merged_teardown(run.teardown, scoped.tear_down_between(item, nextitem))
         if teardown is not None:
             teardown.isolation_process = run.figures()  # type: ignore[attr-defined]
@@ -94,14 +100,17 @@ class TestProcesses:
             pytest.exit(reason, returncode)
         return True
 
-    def _attempts(self, item: pytest.Item, limits: Limits, logs: SetUpLogs) -> TestRun:
+    def _attempts(self, item: pytest.Item, limits: Limits, logs: SetUpLogs) -> TestRun | None:
         """Run the test's process, and again while it fails and retries are
-        left; log the reports of the last attempt, noted as a retry's are."""
+        left; log the reports of the last attempt, noted as a retry's are.
+        None in the test's process."""
         attempts = TestAttempts(str(item.nodeid))
         while True:
             number = len(attempts.outcomes) + 1
             run = TestRun(item, limits, self._dump_file(), hold=self.retries > 0)
-            run.run(lambda sender: self._enter(sender, logs))
+            if run.fork(lambda sender: self._enter(item, sender, logs)):
+                return None
+            run.wait()
             attempts.outcomes.append((number, run.outcome()))
             if not run.failed or number > self.retries or run.interrupted is not None:
                 break
@@ -115,10 +124,33 @@ class TestProcesses:
     def pytest_report_collectionfinish(self) -> list[str]:
         return [self.narrowed] if self.narrowed else []
 
-    def _enter(self, sender: Sender, logs: SetUpLogs) -> None:
-        """In the test's process: step aside, keep the pipe and the set-up's logs."""
+    def _enter(self, item: pytest.Item, sender: Sender, logs: SetUpLogs) -> None:
+        """In the test's process: step aside, keep the pipe and the set-up's
+        logs, and arm pytest-timeout's timer, declined in the forking process."""
         self.sender = sender
         self.logs = logs
+        settings = self.timer_settings.pop(str(item.nodeid), None)
+        if settings is not None:
+            self.config.hook.pytest_timeout_set_timer(item=item, settings=settings)
+
+    # pytest takes only methods named pytest_* for hooks: this one is a second
+    # implementation of pytest_runtest_protocol.
+    @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_runtest_protocol")
+    def pytest_isolation_end_test_process(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        """Outermost: in a test's own process, once every plugin's part of
+        the test's protocol is over, end the process (it never returns
+        into pytest's loop)."""
+        try:
+            result = yield
+        except BaseException as error:
+            if self.sender is not None:
+                testchild.end(self.sender, error)
+            raise
+        if self.sender is not None:
+            testchild.end(self.sender, None)
+        return result
 
     @pytest.hookimpl(tryfirst=True)  # inside pytest's logging of the set-up phase
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -136,7 +168,10 @@ class TestProcesses:
             if seconds:
                 self.sender.send(TIMER, seconds=float(seconds), method=method)
             return None
-        return True if self._forks(item) else None
+        if not self._forks(item):
+            return None
+        self.timer_settings[str(item.nodeid)] = settings  # armed in the test's process
+        return True
 
     @pytest.hookimpl(optionalhook=True)  # pytest-timeout's
     def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import IO
@@ -66,23 +67,39 @@ class TestRun:
         self.held: list[pytest.TestReport] | None = [] if hold else None
         #: How the process ended, in the words of a retry's attempts; "" if it finished.
         self.death = ""
+        #: The test's process and the read end of its pipe, once forked.
+        self.pid = 0
+        self.pipe = -1
 
-    def run(self, enter: Callable[[Sender], None]) -> None:
-        """Fork, replay until the process ends, report how it ended."""
+    def fork(self, enter: Callable[[Sender], None]) -> bool:
+        r"""Fork the test's process; True in it (made the test's own, and
+        ``enter`` told its sender), False here, which then :meth:`wait`\ s."""
         read_fd, write_fd = os.pipe()
         self.dumps.seek(0)
         self.dumps.truncate()
         parent = os.getpid()
         lifetime.wait_for_own_children()
+        pid = _fork()
+        if pid == 0:  # pragma: no cover - the test's process
+            os.close(read_fd)
+            try:
+                dumps = self.dumps.fileno()
+                enter(testchild.start(self.item, self.limits, write_fd, dumps, parent))
+            except BaseException:
+                traceback.print_exc()
+                os._exit(testchild.BROKEN_EXIT)
+            return True
+        os.close(write_fd)
+        self.pid, self.pipe = pid, read_fd
+        return False
+
+    def wait(self) -> None:
+        """Replay what the test's process sends until it ends; report how it ended."""
         try:
-            pid = _fork()
-            if pid == 0:  # pragma: no cover - the test's process
-                os.close(read_fd)
-                testchild.run(self.item, self.limits, write_fd, self.dumps.fileno(), parent, enter)
-            os.close(write_fd)
             timeout = self.limits.timeout
             deadline = time.monotonic() + timeout if timeout else None
-            waiting = Waiting(pid, os.fdopen(read_fd, "rb", buffering=0), self.dumps, deadline)
+            stream = os.fdopen(self.pipe, "rb", buffering=0)
+            waiting = Waiting(self.pid, stream, self.dumps, deadline)
             for kind, payload in waiting.messages():
                 self._replay(kind, payload)
         finally:

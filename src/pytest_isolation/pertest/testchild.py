@@ -1,14 +1,25 @@
-"""What runs in a test's own process, from its fork to its ``os._exit``.
+"""What a test's own process does around pytest's run of its test.
 
-The process runs pytest's protocol for its one test (every plugin's
-wrappers, pytest-rerunfailures and ``--isolation-twice`` included), with the
-test's teardown stopping at the test itself: what the next test shares
-belongs to the process it was forked from.  The calls of the hooks that
-report (a phase's report, a warning, a leak) are sent to that process
-instead of being made here (``pytest_private.divert_hooks``): it makes
-them, in order, so its terminal, junit XML, ``--lf``, xdist and file mode
-see them as from a test run in place.  The test's log records are sent as
-they are made, so that a process that dies keeps them.
+The process is forked from inside the forking side's
+``pytest_runtest_protocol`` implementation, which then returns None in it:
+pluggy goes on to the next implementations (pytest's runner,
+pytest-rerunfailures, ``--isolation-twice``) in the very call pytest's loop
+made, so the test runs exactly as deep in the stack as in a plain run, with
+every plugin's wrappers around it and the real next test.  Before that,
+:func:`start` makes the process:
+
+- end with the forking process, and lead a process group of its own;
+- keep a fatal error's traceback, and the stacks asked for at a time
+  limit, in the dump file;
+- send the calls of the hooks that report (a phase's report, a warning, a
+  leak) to the forking process instead of making them (:class:`Forwarder`),
+  and leave ``logstart`` and ``logfinish`` to it: so its terminal, junit
+  XML, ``--lf``, xdist and file mode see them as from a test run in place;
+- send its log records as they are made, so that a process that dies keeps them;
+- leave the teardown of what the next test shares to the forking process.
+
+Once the protocol is over (the forking side's outermost wrapper), :func:`end`
+ends the process.
 """
 
 from __future__ import annotations
@@ -18,12 +29,12 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable
 from typing import Any
 from typing import NoReturn
 
 import pytest
 
+from pytest_isolation.core import names
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import IN_TEST_PROCESS
 from pytest_isolation.core.records import Leak
@@ -42,7 +53,7 @@ from pytest_isolation.filemode.wire import adopt_senders
 from pytest_isolation.filemode.wire import sendable_properties
 from pytest_isolation.pertest.limits import Limits
 
-#: The hooks whose calls are sent to the forking process.
+#: The hooks whose calls go to the forking process (:class:`Forwarder`).
 SENT = frozenset({"pytest_runtest_logreport", "pytest_warning_recorded", "pytest_isolation_leak"})
 #: The hooks the forking process calls itself, around the test's process.
 LEFT = frozenset({"pytest_runtest_logstart", "pytest_runtest_logfinish"})
@@ -51,46 +62,43 @@ INTERRUPTED_EXIT = 2
 BROKEN_EXIT = 3
 
 
-def run(
-    item: pytest.Item,
-    limits: Limits,
-    pipe: int,
-    dumps: int,
-    parent: int,
-    enter: Callable[[Sender], None],
-) -> NoReturn:
-    """Run ``item``'s protocol in this (forked) process and end it; ``pipe``:
-    the write end to the forking process ``parent``, ``dumps``: where a
-    fatal error and the stacks asked for at a time limit go; ``enter``:
-    makes the forking side's plugin step aside for this process's run."""
-    code = BROKEN_EXIT
-    try:
-        sender = Sender(pipe)
-        adopt_senders()  # a file's process's terminal output and junit data, say
-        config = item.config
-        _start(parent, dumps, debugging=_debugging(config))
-        pytest_private.divert_hooks(config, SENT | LEFT, Diversion(config, sender))
-        relay = LogRelay(config, lambda text: sender.send(LOGRECORD, text=text))
-        logging.getLogger().addHandler(relay)
-        limits.apply_here()
-        config.stash[IN_TEST_PROCESS] = True  # the guard: one test, no file to watch
-        enter(sender)
-        try:
-            parent_node = item.parent  # the teardown stops at the test itself
-            item.ihook.pytest_runtest_protocol(item=item, nextitem=parent_node)
-            code = 0
-        except (KeyboardInterrupt, pytest.exit.Exception) as stop:
-            reason = getattr(stop, "msg", None)
-            returncode = getattr(stop, "returncode", None)
-            sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=None)
-            code = INTERRUPTED_EXIT
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        cov.save()
-        os._exit(code)
+def start(item: pytest.Item, limits: Limits, pipe: int, dumps: int, parent: int) -> Sender:
+    """Make this (just forked) process the test's own; ``pipe``: the write
+    end to the forking process ``parent``, ``dumps``: where a fatal error
+    and the stacks asked for at a time limit go.  Returns its sender."""
+    sender = Sender(pipe)
+    adopt_senders()  # a file's process's terminal output and junit data, say
+    config = item.config
+    _own_process(parent, dumps, debugging=_debugging(config))
+    pytest_private.take_hooks(config, SENT | LEFT)
+    forwarder = Forwarder(config, sender)
+    config.pluginmanager.register(forwarder, names.TEST_FORWARDER)
+    forwarder.live = True  # registering replayed the past warnings: the parent showed them
+    relay = LogRelay(config, lambda text: sender.send(LOGRECORD, text=text))
+    logging.getLogger().addHandler(relay)
+    limits.apply_here()
+    config.stash[IN_TEST_PROCESS] = True  # the guard: one test, no file to watch
+    pytest_private.hand_over_set_up(item.session)
+    return sender
+
+
+def end(sender: Sender, error: BaseException | None) -> NoReturn:
+    """End the test's process once its protocol is over (``error``: what
+    the protocol raised): a Ctrl-C or ``pytest.exit()`` in the test ends
+    the whole run, which the forking process is told."""
+    code = 0
+    if isinstance(error, (KeyboardInterrupt, pytest.exit.Exception)):
+        reason = getattr(error, "msg", None)
+        returncode = getattr(error, "returncode", None)
+        sender.send(INTERRUPTED, reason=reason, returncode=returncode, where=None)
+        code = INTERRUPTED_EXIT
+    elif error is not None:
+        traceback.print_exception(error)
+        code = BROKEN_EXIT
+    sys.stdout.flush()
+    sys.stderr.flush()
+    cov.save()
+    os._exit(code)
 
 
 def _debugging(config: pytest.Config) -> bool:
@@ -99,7 +107,7 @@ def _debugging(config: pytest.Config) -> bool:
     return bool(getattr(option, "usepdb", False) or getattr(option, "trace", False))
 
 
-def _start(parent: int, dumps: int, debugging: bool) -> None:
+def _own_process(parent: int, dumps: int, debugging: bool) -> None:
     """End with the forking process; lead a process group of its own (a time
     limit ends the test's processes together), unless a debugger must read
     the terminal (a background group would be stopped when it reads); a
@@ -116,27 +124,17 @@ def _start(parent: int, dumps: int, debugging: bool) -> None:
     forks.resume()
 
 
-class Diversion:
-    """Sends the diverted hook calls to the forking process."""
+class Forwarder:
+    """In a test's own process, the one implementation of the hooks that
+    report: it sends each call to the forking process."""
 
     def __init__(self, config: pytest.Config, sender: Sender) -> None:
         self.config = config
         self.sender = sender
+        #: pytest_warning_recorded is historic: registering replays the past calls.
+        self.live = False
 
-    def __call__(self, name: str, kwargs: dict[str, Any]) -> None:
-        sends: dict[str, Callable[..., None]] = {
-            "pytest_runtest_logreport": self._report,
-            "pytest_warning_recorded": self._warning,
-            "pytest_isolation_leak": self._leak,
-        }
-        send = sends.get(name)
-        if send is not None:  # the others (logstart, logfinish) are the forking side's
-            send(**kwargs)
-
-    def _leak(self, leak: Leak, **others: Any) -> None:
-        self.sender.send(LEAK, fields=leak.to_wire())
-
-    def _report(self, report: pytest.TestReport) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         config = self.config
         # A plugin may settle the outcome when its status is asked (pytest's
         # subtests), from state kept in this process: ask here.
@@ -152,14 +150,14 @@ class Diversion:
                 data["sections"] = [*sections, ("isolation", "\n".join(unsent))]
         self.sender.send(REPORT, data=data)
 
-    def _warning(
+    def pytest_warning_recorded(
         self,
         warning_message: Any,
         when: str,
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
-        if when == "config":
+        if not self.live or when == "config":
             return
         category = warning_message.category
         self.sender.send(
@@ -173,3 +171,6 @@ class Diversion:
             nodeid=str(nodeid),
             location=location,
         )
+
+    def pytest_isolation_leak(self, leak: Leak) -> None:
+        self.sender.send(LEAK, fields=leak.to_wire())
