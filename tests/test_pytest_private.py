@@ -795,36 +795,47 @@ def test_remember_xfail_mark(pytester: pytest.Pytester) -> None:
         assert item.stash[skipping.xfailed_key].reason == "known"
 
 
-def test_divert_hooks(pytester: pytest.Pytester) -> None:
+def test_take_hooks(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_fence="""
         import pytest
-        from pytest_isolation.core.pytest_private import divert_hooks
+        from pytest_isolation.core.pytest_private import take_hooks
 
         SEEN = []
 
         class Reporter:
             def pytest_runtest_logreport(self, report):
-                SEEN.append(("reporter", report.when))
+                SEEN.append(("before", report.when))
 
-        def test_diverted(pytestconfig, request):
+        class Forwarder:
+            def pytest_runtest_logreport(self, report):
+                SEEN.append(("after", report.when))
+
+        def test_taken(pytestconfig, request):
             pytestconfig.pluginmanager.register(Reporter(), "reporter")
-            got = []
-            undo = divert_hooks(
-                pytestconfig,
-                frozenset({"pytest_runtest_logreport"}),
-                lambda name, kwargs: got.append((name, kwargs["report"].when)),
-            )
+            take_hooks(pytestconfig, frozenset({"pytest_runtest_logreport"}))
+            pytestconfig.pluginmanager.register(Forwarder(), "forwarder")
             report = pytest.TestReport("x", ("x", 0, "x"), {}, "passed", None, "call")
             request.node.ihook.pytest_runtest_logreport(report=report)  # an FSHookProxy
             pytestconfig.hook.pytest_runtest_logreport(report=report)
-            undo()
-            pytestconfig.pluginmanager.unregister(name="reporter")
-            assert got == [("pytest_runtest_logreport", "call")] * 2
-            assert SEEN == []
+            assert SEEN == [("after", "call")] * 2
+            assert pytestconfig.hook.pytest_runtest_logstart.get_hookimpls()  # others kept
         """
     )
-    with fence(
-        "pluggy's add_hookcall_monitoring (the list of implementations it calls)", "divert_hooks"
-    ):
-        inner_passed(run_inner(pytester))
+    with fence("pluggy's HookCaller._hookimpls", "take_hooks"):
+        result = run_inner(pytester)
+        assert result.ret == 0, "\n".join(result.outlines)
+
+
+def test_hand_over_set_up(pytester: pytest.Pytester) -> None:
+    item = function_item(pytester, PLAIN)
+    parent = item.parent
+    assert parent is not None
+    torn_down: list[str] = []
+    pytest_private.set_up_collectors(item.session, parent)
+    item.session.addfinalizer(lambda: torn_down.append("session"))
+    with fence("SetupState.stack ({node: (finalizers, exception)})", "hand_over_set_up"):
+        pytest_private.hand_over_set_up(item.session)
+        pytest_private.teardown_exact(item.session, None)
+        assert torn_down == []
+        assert not pytest_private.setup_state(item.session).stack
