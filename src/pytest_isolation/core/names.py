@@ -64,6 +64,7 @@ CHILD_CONFIGURE_IMPORTS = (
     "pytest_isolation.pertest.chosen",
     "pytest_isolation.pertest.ending",
     "pytest_isolation.pertest.processes",
+    "pytest_isolation.pertest.replay",
     "pytest_isolation.pertest.running",
     "pytest_isolation.pertest.scoped",
     "pytest_isolation.pertest.testchild",

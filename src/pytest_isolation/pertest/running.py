@@ -17,24 +17,16 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core import pytest_private
-from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.kinds import Phase
-from pytest_isolation.core.records import Leak
 from pytest_isolation.core.signals import signal_name
-from pytest_isolation.core.warnings import warning_category
 from pytest_isolation.filemode import forks
 from pytest_isolation.filemode import lifetime
 from pytest_isolation.filemode.processes import describe_exit
-from pytest_isolation.filemode.wire import INTERRUPTED
-from pytest_isolation.filemode.wire import LEAK
-from pytest_isolation.filemode.wire import LOGRECORD
-from pytest_isolation.filemode.wire import REPORT
-from pytest_isolation.filemode.wire import TIMER
-from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.pertest import ending
 from pytest_isolation.pertest import testchild
 from pytest_isolation.pertest.limits import Limits
+from pytest_isolation.pertest.replay import Replay
 from pytest_isolation.pertest.waiting import Ended
 from pytest_isolation.pertest.waiting import Waiting
 
@@ -55,16 +47,8 @@ class TestRun:
         self.config = item.config
         self.limits = limits
         self.dumps = dumps
-        self.teardown: pytest.TestReport | None = None
-        #: The last report sent: the phase running now follows it.
-        self.last: pytest.TestReport | None = None
-        self.log_lines: list[str] = []
-        self.timer: ending.Timer | None = None
-        self.interrupted: tuple[str | None, int | None] | None = None
+        self.replay = Replay(item, limits, hold)
         self.ended = Ended()
-        #: With a retry left: the reports, kept until it is known whether
-        #: this attempt is the one reported (None: each is logged at once).
-        self.held: list[pytest.TestReport] | None = [] if hold else None
         #: How the process ended, in the words of a retry's attempts; "" if it finished.
         self.death = ""
         #: The test's process and the read end of its pipe, once forked.
@@ -101,87 +85,16 @@ class TestRun:
             stream = os.fdopen(self.pipe, "rb", buffering=0)
             waiting = Waiting(self.pid, stream, self.dumps, deadline)
             for kind, payload in waiting.messages():
-                self._replay(kind, payload)
+                self.replay.handle(kind, payload)
         finally:
             lifetime.give_back_sigchld()
         self.ended = waiting.ended
         self._settle()
 
-    def _replay(self, kind: str, payload: dict[str, Any]) -> None:
-        handlers: dict[str, Callable[..., None]] = {
-            REPORT: self._data,
-            WARNING: self._warning,
-            LEAK: self._leak,
-            LOGRECORD: self._logrecord,
-            TIMER: self._timer,
-            INTERRUPTED: self._interrupted,
-        }
-        handlers[kind](**payload)
-
-    def _data(self, data: dict[str, Any]) -> None:
-        config = self.config
-        self._report(config.hook.pytest_report_from_serializable(config=config, data=data))
-
-    def _warning(
-        self,
-        module: str,
-        qualname: str,
-        message: str,
-        filename: str,
-        lineno: int,
-        **recorded: Any,
-    ) -> None:
-        """Recorded here as where it was made (``when``, ``nodeid``, ``location``)."""
-        category = warning_category(module, qualname)
-        record = warnings.WarningMessage(category(message), category, filename, lineno)
-        self.config.hook.pytest_warning_recorded.call_historic(
-            kwargs={"warning_message": record, **recorded}
-        )
-
-    def _leak(self, fields: dict[str, Any]) -> None:
-        leak = Leak(**fields)
-        guard = self.config.stash.get(GUARD_KEY, None)
-        if guard is not None:
-            guard.record(leak)
-        self.config.hook.pytest_isolation_leak(config=self.config, leak=leak)
-
-    def _logrecord(self, text: str) -> None:
-        self.log_lines.append(text)
-
-    def _timer(self, seconds: float, method: str) -> None:
-        self.timer = ending.Timer(seconds, method)
-
-    def _interrupted(self, reason: str | None, returncode: int | None, where: object) -> None:
-        self.interrupted = (reason, returncode)
-
-    def _report(self, report: pytest.TestReport) -> None:
-        self._flush_teardown()
-        if ending.over_memory(report, self.limits):
-            ending.lead_with_memory_limit(report, self.limits)
-        self.last = report
-        self.log_lines.clear()
-        if report.when == "teardown":
-            self.teardown = report  # merged with the teardown done here
-        else:
-            self._log(report)
-
-    def _log(self, report: pytest.TestReport) -> None:
-        if self.held is not None:
-            self.held.append(report)
-        else:
-            self.item.ihook.pytest_runtest_logreport(report=report)
-
-    def _flush_teardown(self) -> None:
-        """A teardown followed by more reports (a rerun's) is not the last."""
-        if self.teardown is not None:
-            held, self.teardown = self.teardown, None
-            self._log(held)
-
     @property
     def failed(self) -> bool:
         """Whether a phase of the test failed (a crash and a limit included)."""
-        reports = [*(self.held or []), *([self.teardown] if self.teardown else [])]
-        return any(report.failed for report in reports) or bool(self.death)
+        return self.replay.failed or bool(self.death)
 
     def outcome(self) -> str:
         """``passed``, ``failed``, ``crashed (...)`` or ``timed out ...``, as
@@ -189,14 +102,18 @@ class TestRun:
         return self.death or ("failed" if self.failed else "passed")
 
     def release(self, note: Callable[[pytest.TestReport], None]) -> None:
-        """Log the held reports, each ``note``d first (the teardown is noted
-        and kept for the merge)."""
-        held, self.held = self.held or [], None
-        for report in held:
-            note(report)
-            self.item.ihook.pytest_runtest_logreport(report=report)
-        if self.teardown is not None:
-            note(self.teardown)
+        """Log the held reports, each ``note``d first (:meth:`.Replay.release`)."""
+        self.replay.release(note)
+
+    @property
+    def teardown(self) -> pytest.TestReport | None:
+        """The test's last teardown report, for the forking side's merge."""
+        return self.replay.teardown
+
+    @property
+    def interrupted(self) -> tuple[str | None, int | None] | None:
+        """How a Ctrl-C or ``pytest.exit()`` in the test ended the run, if one did."""
+        return self.replay.interrupted
 
     def figures(self) -> dict[str, Any]:
         """The run report's figures of the process (JSON)."""
@@ -214,15 +131,15 @@ class TestRun:
     def _settle(self) -> None:
         """A process that ended before its test's last teardown: a failed
         report of the phase it was in, then a teardown of its own."""
-        ended = self.ended
-        done = self.teardown is not None and ended.returncode == 0 and not ended.timed_out
-        if done or self.interrupted is not None:
+        ended, replay = self.ended, self.replay
+        done = replay.teardown is not None and ended.returncode == 0 and not ended.timed_out
+        if done or replay.interrupted is not None:
             return
-        self._flush_teardown()
-        phase: Phase = "setup" if self.last is None else _NEXT_PHASE[self.last.when]
-        if self.last is not None and self.last.when == "teardown":
+        replay.flush_teardown()
+        phase: Phase = "setup" if replay.last is None else _NEXT_PHASE[replay.last.when]
+        if replay.last is not None and replay.last.when == "teardown":
             phase = "teardown"
-        cause = ending.cause(ended, self.limits, self.timer, phase)
+        cause = ending.cause(ended, self.limits, replay.timer, phase)
         self.death = (
             cause.partition(":")[0]  # over its 2 s time limit, over its 512 MB memory limit
             if cause.startswith("over")
@@ -234,14 +151,14 @@ class TestRun:
             bool(self.config.getoption("fulltrace", False)),
         )
         out, err = pytest_private.read_capture(self.config)
-        captured = (out, err, "\n".join(self.log_lines))
-        report = ending.died(self.item, phase, text, self.last, captured, ended.wall_seconds)
-        self.last = report
+        captured = (out, err, "\n".join(replay.log_lines))
+        report = ending.died(self.item, phase, text, replay.last, captured, ended.wall_seconds)
+        replay.last = report
         if phase == "teardown":
-            self.teardown = report
+            replay.teardown = report
             return
-        self._log(report)
-        self.teardown = pytest.TestReport(
+        replay.log(report)
+        replay.teardown = pytest.TestReport(
             nodeid=self.item.nodeid,
             location=self.item.location,
             keywords=dict.fromkeys(self.item.keywords, 1),
