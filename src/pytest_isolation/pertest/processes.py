@@ -75,6 +75,8 @@ class TestProcesses:
         try:
             scoped.set_up_shared(item, logs)
         except scoped.SET_UP_FAILED:
+            if isinstance(item, pytest.Function):  # a fresh request: pytest 8.0's kept
+                pytest_private.release_request(item)  # the failed lookup's place in it
             return None  # pytest runs it here, and raises the kept error again
         ihook = item.ihook
         self.config.stash[IN_OWN_PROCESS] = True  # file mode's parent leaves its time to it
