@@ -92,6 +92,11 @@ MODES: dict[str, tuple[str, ...]] = {
     # the guard on, and in file mode. Differences from plain are the tests whose repeat fails.
     "twice": ("--isolation-twice",),
     "twice-fork": ("--isolation-mode=file", "--isolation-start=fork", "--isolation-twice"),
+    # Every test in a process of its own (not run by default): differences from plain are
+    # tests that depend on what an earlier test of their process left behind.
+    "test": ("--isolation-mode=test",),
+    # The same under pytest-xdist, two workers (not run by default).
+    "test-n2": ("--isolation-mode=test", "-n", "2"),
 }
 #: The modes run without --modes.
 DEFAULT_MODES = ("plain", "fork", "spawn", "guard")
