@@ -87,11 +87,20 @@ class TestProcesses:
         run = self._attempts(item, limits, logs)  # Ctrl-C: the session tears down, as pytest's
         if run is None:  # the test's process: pytest's runner runs the test from here, as deep
             return None  # in the stack as in a plain run; the outermost wrapper ends it
+        self._finish(item, nextitem, run)
+        return True
+
+    def _finish(self, item: pytest.Item, nextitem: pytest.Item | None, run: TestRun) -> None:
+        """After the test's process: tear down here what ``nextitem`` does not
+        share, with the test's teardown report, as pytest's runner would end
+        the test; a Ctrl-C or ``pytest.exit()`` in the test ends the run."""
+        ihook = item.ihook
         teardown = scoped.merged_teardown(run.teardown, scoped.tear_down_between(item, nextitem))
         if teardown is not None:
             teardown.isolation_process = run.figures()  # type: ignore[attr-defined]
             ihook.pytest_runtest_logreport(report=teardown)
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        self.timer_settings.pop(str(item.nodeid), None)
         if isinstance(item, pytest.Function):
             pytest_private.release_request(item)
             item.funcargs = None  # type: ignore[assignment]
@@ -100,7 +109,6 @@ class TestProcesses:
             if reason is None:
                 raise KeyboardInterrupt
             pytest.exit(reason, returncode)
-        return True
 
     def _attempts(self, item: pytest.Item, limits: Limits, logs: SetUpLogs) -> TestRun | None:
         """Run the test's process, and again while it fails and retries are
