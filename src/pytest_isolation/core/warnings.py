@@ -58,3 +58,12 @@ def warning_category(module: str, qualname: str) -> type[Warning]:
     if isinstance(found, type) and issubclass(found, Warning):
         return found
     return type(qualname.rpartition(".")[2], (UserWarning,), {"__module__": module})
+
+
+def rebuilt(
+    module: str, qualname: str, message: str, filename: str, lineno: int
+) -> warnings.WarningMessage:
+    """A warning another process recorded, from what crossed the pipe
+    (``wire.warning_payload``): its category found by name, or a stand-in."""
+    category = warning_category(module, qualname)
+    return warnings.WarningMessage(category(message), category, filename, lineno)

@@ -212,6 +212,39 @@ def sendable_properties(
     return sent, unsent
 
 
+def report_data(config: Any, report: Any) -> dict[str, Any]:
+    """``report`` as it crosses to the parent: the dict of pytest's own
+    ``pytest_report_to_serializable`` hook (``config.hook``), with the user
+    properties pickle cannot carry moved to a section."""
+    data: dict[str, Any] = config.hook.pytest_report_to_serializable(config=config, report=report)
+    properties = data.get("user_properties")
+    if properties:
+        data["user_properties"], unsent = sendable_properties(list(properties))
+        if unsent:
+            sections = list(data.get("sections") or [])
+            data["sections"] = [*sections, ("isolation", "\n".join(unsent))]
+    return data
+
+
+def warning_payload(
+    warning_message: Any, when: str, nodeid: str, location: tuple[str, int, str] | None
+) -> dict[str, Any]:
+    """A recorded warning (``pytest_warning_recorded``'s arguments) as it
+    crosses to the parent: its category by name, its text and its place
+    (the parent rebuilds it: ``core.warnings.rebuilt``)."""
+    category = warning_message.category
+    return {
+        "module": category.__module__,
+        "qualname": category.__qualname__,
+        "message": str(warning_message.message),
+        "filename": warning_message.filename,
+        "lineno": warning_message.lineno,
+        "when": when,
+        "nodeid": str(nodeid),
+        "location": location,
+    }
+
+
 class _Adopted:
     #: A test's own process forked from a child (``pertest``), which speaks
     #: for the child while the child waits for it.

@@ -6,7 +6,6 @@ Ctrl-C or ``pytest.exit()`` that ends the run."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.records import Leak
-from pytest_isolation.core.warnings import warning_category
+from pytest_isolation.core.warnings import rebuilt
 from pytest_isolation.filemode.wire import INTERRUPTED
 from pytest_isolation.filemode.wire import LEAK
 from pytest_isolation.filemode.wire import LOGRECORD
@@ -69,8 +68,7 @@ class Replay:
         **recorded: Any,
     ) -> None:
         """Recorded here as where it was made (``when``, ``nodeid``, ``location``)."""
-        category = warning_category(module, qualname)
-        record = warnings.WarningMessage(category(message), category, filename, lineno)
+        record = rebuilt(module, qualname, message, filename, lineno)
         self.config.hook.pytest_warning_recorded.call_historic(
             kwargs={"warning_message": record, **recorded}
         )

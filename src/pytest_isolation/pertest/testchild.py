@@ -50,7 +50,8 @@ from pytest_isolation.filemode.wire import REPORT
 from pytest_isolation.filemode.wire import WARNING
 from pytest_isolation.filemode.wire import Sender
 from pytest_isolation.filemode.wire import adopt_senders
-from pytest_isolation.filemode.wire import sendable_properties
+from pytest_isolation.filemode.wire import report_data
+from pytest_isolation.filemode.wire import warning_payload
 from pytest_isolation.pertest.limits import Limits
 
 #: The hooks whose calls go to the forking process (:class:`Forwarder`).
@@ -139,16 +140,7 @@ class Forwarder:
         # A plugin may settle the outcome when its status is asked (pytest's
         # subtests), from state kept in this process: ask here.
         config.hook.pytest_report_teststatus(report=report, config=config)
-        data: dict[str, Any] = config.hook.pytest_report_to_serializable(
-            config=config, report=report
-        )
-        properties = data.get("user_properties")
-        if properties:
-            data["user_properties"], unsent = sendable_properties(list(properties))
-            if unsent:
-                sections = list(data.get("sections") or [])
-                data["sections"] = [*sections, ("isolation", "\n".join(unsent))]
-        self.sender.send(REPORT, data=data)
+        self.sender.send(REPORT, data=report_data(config, report))
 
     def pytest_warning_recorded(
         self,
@@ -157,20 +149,8 @@ class Forwarder:
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
-        if not self.live or when == "config":
-            return
-        category = warning_message.category
-        self.sender.send(
-            WARNING,
-            module=category.__module__,
-            qualname=category.__qualname__,
-            message=str(warning_message.message),
-            filename=warning_message.filename,
-            lineno=warning_message.lineno,
-            when=when,
-            nodeid=str(nodeid),
-            location=location,
-        )
+        if self.live and when != "config":
+            self.sender.send(WARNING, **warning_payload(warning_message, when, nodeid, location))
 
     def pytest_isolation_leak(self, leak: Leak) -> None:
         self.sender.send(LEAK, fields=leak.to_wire())

@@ -81,7 +81,8 @@ from pytest_isolation.filemode.wire import WRITE
 from pytest_isolation.filemode.wire import ChildSpec
 from pytest_isolation.filemode.wire import MessageKind
 from pytest_isolation.filemode.wire import Sender
-from pytest_isolation.filemode.wire import sendable_properties
+from pytest_isolation.filemode.wire import report_data
+from pytest_isolation.filemode.wire import warning_payload
 from pytest_isolation.record.executed import Recorder
 
 #: Exit code of a child whose run was interrupted (as pytest's own).
@@ -280,7 +281,7 @@ class ChildPlugin:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         self.partial = self.partial or report.failed
         if not report.passed:
-            self._send(COLLECTREPORT, data=self._serialize(report))
+            self._send(COLLECTREPORT, data=report_data(self.config, report))
 
     @pytest.hookimpl(tryfirst=True)  # before the repeat's set-up can crash
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -297,7 +298,7 @@ class ChildPlugin:
         # (pytest's subtests fail a test with failed subtests there), from
         # state kept in this process: ask here, so the parent gets it settled.
         self.config.hook.pytest_report_teststatus(report=report, config=self.config)
-        self.sender.send(REPORT, data=self._serialize(report))
+        self.sender.send(REPORT, data=report_data(self.config, report))
         if lifetime.server_went():  # a test that kills its fork server is named
             self.sender.send(SERVER_ENDED, nodeid=str(report.nodeid))
 
@@ -334,18 +335,7 @@ class ChildPlugin:
         # ini keys after each collection, the child's too).
         if not self.live or when == "config":
             return
-        category = warning_message.category
-        self._send(
-            WARNING,
-            module=category.__module__,
-            qualname=category.__qualname__,
-            message=str(warning_message.message),
-            filename=warning_message.filename,
-            lineno=warning_message.lineno,
-            when=when,
-            nodeid=str(nodeid),
-            location=location,
-        )
+        self._send(WARNING, **warning_payload(warning_message, when, nodeid, location))
 
     @pytest.hookimpl(tryfirst=True)  # replaces pytest's loop, which stops on collection errors
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -380,18 +370,6 @@ class ChildPlugin:
         except BaseException as error:
             self.stopped(error)
         finish(session, self)
-
-    def _serialize(self, report: pytest.TestReport | pytest.CollectReport) -> dict[str, Any]:
-        config = self.config
-        hook = config.hook.pytest_report_to_serializable
-        data: dict[str, Any] = hook(config=config, report=report)
-        properties = data.get("user_properties")
-        if properties:
-            data["user_properties"], unsent = sendable_properties(list(properties))
-            if unsent:
-                sections = list(data.get("sections") or [])
-                data["sections"] = [*sections, ("isolation", "\n".join(unsent))]
-        return data
 
     def items(self, session: pytest.Session) -> Iterator[tuple[pytest.Item, pytest.Item | None]]:
         """The collected items to run, each with the one after it; between

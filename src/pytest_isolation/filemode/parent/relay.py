@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +31,7 @@ from pytest_isolation.core.records import FileAttempts
 from pytest_isolation.core.records import Leak
 from pytest_isolation.core.records import ProcessEnd
 from pytest_isolation.core.warnings import LeakedStateWarning
-from pytest_isolation.core.warnings import warning_category
+from pytest_isolation.core.warnings import rebuilt
 from pytest_isolation.core.xdist import FILE_TESTS
 from pytest_isolation.filemode import junit
 from pytest_isolation.filemode import wire
@@ -295,13 +294,12 @@ class FileRelay:
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
-        category = warning_category(module, qualname)
-        if issubclass(category, LeakedStateWarning) and message in self.repeated_leaks:
+        record = rebuilt(module, qualname, message, filename, lineno)
+        if issubclass(record.category, LeakedStateWarning) and message in self.repeated_leaks:
             # One warning per changed thing per run: another file's process
             # already warned about this key (the summary counts them all).
             self.repeated_leaks.discard(message)
             return
-        record = warnings.WarningMessage(category(message), category, filename, lineno)
         self.config.hook.pytest_warning_recorded.call_historic(
             kwargs={"warning_message": record, "when": when, "nodeid": nodeid, "location": location}
         )
