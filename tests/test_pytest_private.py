@@ -813,8 +813,9 @@ def test_take_hooks(pytester: pytest.Pytester) -> None:
 
         def test_taken(pytestconfig, request):
             pytestconfig.pluginmanager.register(Reporter(), "reporter")
-            take_hooks(pytestconfig, frozenset({"pytest_runtest_logreport"}))
-            pytestconfig.pluginmanager.register(Forwarder(), "forwarder")
+            forwarder = Forwarder()
+            pytestconfig.pluginmanager.register(forwarder, "forwarder")
+            take_hooks(pytestconfig, frozenset({"pytest_runtest_logreport"}), keep=forwarder)
             report = pytest.TestReport("x", ("x", 0, "x"), {}, "passed", None, "call")
             request.node.ihook.pytest_runtest_logreport(report=report)  # an FSHookProxy
             pytestconfig.hook.pytest_runtest_logreport(report=report)
@@ -822,7 +823,7 @@ def test_take_hooks(pytester: pytest.Pytester) -> None:
             assert pytestconfig.hook.pytest_runtest_logstart.get_hookimpls()  # others kept
         """
     )
-    with fence("pluggy's HookCaller._hookimpls", "take_hooks"):
+    with fence("pluggy's HookCaller._hookimpls (HookImpl.plugin)", "take_hooks"):
         result = run_inner(pytester)
         assert result.ret == 0, "\n".join(result.outlines)
 

@@ -21,10 +21,14 @@ from pytest_isolation.core.records import Leak
 
 
 class LeakLog(Protocol):
-    """What file mode asks of the leak guard (``guard.watch.LeakGuard``)."""
+    """What file mode and a test's own process ask of the leak guard
+    (``guard.watch.LeakGuard``)."""
 
     def record(self, leak: Leak) -> bool:
         """Keep a leak a child found for the summary; False when it is a repeat."""
+
+    def before_fork(self) -> None:
+        """Right before a test's own process is forked (``pertest``)."""
 
 
 class Quarantining(Protocol):

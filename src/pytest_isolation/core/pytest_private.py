@@ -429,17 +429,17 @@ def capturing(config: pytest.Config) -> Iterator[list[str]]:
         captured.extend(read_capture(config))
 
 
-def take_hooks(config: pytest.Config, names: frozenset[str]) -> None:
+def take_hooks(config: pytest.Config, names: frozenset[str], keep: object) -> None:
     """From now on, the hooks in ``names`` have no implementation in this
-    process but those of plugins registered after this call, however they
-    are called (``config.hook``, ``item.ihook``, historic): pluggy keeps a
-    hook's implementations, wrappers included, in ``HookCaller._hookimpls``,
-    which ``item.ihook``'s subset callers filter, and no public API keeps an
-    implementation out of the calls pytest makes.  Nothing is added to any
-    other hook's calls."""
+    process but ``keep``'s (a registered plugin), however they are called
+    (``config.hook``, ``item.ihook``, historic): pluggy keeps a hook's
+    implementations, wrappers included, in ``HookCaller._hookimpls`` (each
+    with its ``plugin``), which ``item.ihook``'s subset callers filter, and
+    no public API keeps an implementation out of the calls pytest makes.
+    Nothing is added to any other hook's calls."""
     for name in names:
         caller = getattr(config.hook, name)
-        caller._hookimpls.clear()
+        caller._hookimpls[:] = [impl for impl in caller._hookimpls if impl.plugin is keep]
 
 
 def hand_over_set_up(session: pytest.Session) -> None:

@@ -216,7 +216,8 @@ class LeakGuard:
         if self.open.pid != _getpid():
             # A file-mode child inherits the parent's snapshots, taken before
             # the child's own start (its capture, its signal handlers): the
-            # child's first test starts from the child's state instead.
+            # child's first test starts from the child's state instead (a
+            # test's own process too: its start changed signals and logging).
             self.open.pid = os.getpid()
             self.snapshots.tier.saved.clear()
             self.snapshots.file_tier.saved.clear()
@@ -334,6 +335,12 @@ class LeakGuard:
         return (yield from self.scoped.finalized(fixturedef, request))
 
     # -- reporting -------------------------------------------------------------
+
+    def before_fork(self) -> None:
+        """Right before a test's own process is forked: note here, once, the
+        modules imported since the last test, which that process would
+        otherwise classify anew, each test's process over again."""
+        self.snapshots.refresh()
 
     def record(self, leak: Leak) -> bool:
         """A leak found in a file-mode child, for this (the parent's) summary;

@@ -76,6 +76,7 @@ def register(config: pytest.Config, settings: Settings, runs_tests: bool = True)
     controller, whose workers run the tests, only says so in the header."""
     from pytest_isolation.pertest.chosen import Chooser
     from pytest_isolation.pertest.processes import TestProcesses
+    from pytest_isolation.pertest.testchild import Forwarder
 
     config.addinivalue_line("markers", MARKER_HELP)
     defaults = limits(config)
@@ -105,6 +106,7 @@ def register(config: pytest.Config, settings: Settings, runs_tests: bool = True)
     chooser = Chooser(config, settings.mode, defaults)
     retries = settings.retries if every else 0  # file mode retries whole files
     config.pluginmanager.register(TestProcesses(config, chooser, retries), names.PER_TEST)
+    config.pluginmanager.register(Forwarder(config), names.TEST_FORWARDER)
 
 
 class Header:

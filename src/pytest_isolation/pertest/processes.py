@@ -15,6 +15,7 @@ import pytest
 
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.keys import FILE_PLACEHOLDER
+from pytest_isolation.core.keys import GUARD_KEY
 from pytest_isolation.core.keys import IN_OWN_PROCESS
 from pytest_isolation.core.records import TestAttempts
 from pytest_isolation.filemode.wire import TIMER
@@ -118,6 +119,9 @@ class TestProcesses:
         while True:
             number = len(attempts.outcomes) + 1
             run = TestRun(item, limits, self._dump_file(), hold=self.retries > 0)
+            guard = self.config.stash.get(GUARD_KEY, None)
+            if guard is not None:
+                guard.before_fork()
             if run.fork(lambda sender: self._enter(item, sender, logs)):
                 return None
             run.wait()

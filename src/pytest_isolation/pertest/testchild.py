@@ -71,10 +71,10 @@ def start(item: pytest.Item, limits: Limits, pipe: int, dumps: int, parent: int)
     adopt_senders()  # a file's process's terminal output and junit data, say
     config = item.config
     _own_process(parent, dumps, debugging=_debugging(config))
-    pytest_private.take_hooks(config, SENT | LEFT)
-    forwarder = Forwarder(config, sender)
-    config.pluginmanager.register(forwarder, names.TEST_FORWARDER)
-    forwarder.live = True  # registering replayed the past warnings: the parent showed them
+    forwarder = config.pluginmanager.get_plugin(names.TEST_FORWARDER)
+    assert isinstance(forwarder, Forwarder)  # registered with the forking side's plugin
+    pytest_private.take_hooks(config, SENT | LEFT, keep=forwarder)
+    forwarder.sender = sender
     relay = LogRelay(config, lambda text: sender.send(LOGRECORD, text=text))
     logging.getLogger().addHandler(relay)
     limits.apply_here()
@@ -127,15 +127,18 @@ def _own_process(parent: int, dumps: int, debugging: bool) -> None:
 
 class Forwarder:
     """In a test's own process, the one implementation of the hooks that
-    report: it sends each call to the forking process."""
+    report: it sends each call to the forking process.  Registered, idle,
+    with the forking side's plugin (registering a plugin in each test's
+    process would cost pytest's look for fixtures on it, every time)."""
 
-    def __init__(self, config: pytest.Config, sender: Sender) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.sender = sender
-        #: pytest_warning_recorded is historic: registering replays the past calls.
-        self.live = False
+        #: Set in a test's own process only.
+        self.sender: Sender | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.sender is None:
+            return
         config = self.config
         # A plugin may settle the outcome when its status is asked (pytest's
         # subtests), from state kept in this process: ask here.
@@ -149,8 +152,9 @@ class Forwarder:
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
-        if self.live and when != "config":
+        if self.sender is not None and when != "config":
             self.sender.send(WARNING, **warning_payload(warning_message, when, nodeid, location))
 
     def pytest_isolation_leak(self, leak: Leak) -> None:
-        self.sender.send(LEAK, fields=leak.to_wire())
+        if self.sender is not None:
+            self.sender.send(LEAK, fields=leak.to_wire())
