@@ -412,10 +412,11 @@ def read_capture(config: pytest.Config) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def capturing(config: pytest.Config) -> Iterator[list[str]]:
+def capturing(config: pytest.Config, read: bool = True) -> Iterator[list[str]]:
     """Capture stdout and stderr as a phase of a test does
     (``CaptureManager.resume_global_capture`` / ``suspend_global_capture``),
-    and give them, once the body is done, in the list yielded."""
+    and give them, once the body is done, in the list yielded; unless
+    ``read`` is False: then what was written stays for the next reader."""
     capman = config.pluginmanager.get_plugin("capturemanager")
     captured: list[str] = []
     if capman is None or global_capture(config) is None:
@@ -426,7 +427,8 @@ def capturing(config: pytest.Config) -> Iterator[list[str]]:
         yield captured
     finally:
         capman.suspend_global_capture(in_=False)
-        captured.extend(read_capture(config))
+        if read:
+            captured.extend(read_capture(config))
 
 
 def take_hooks(config: pytest.Config, names: frozenset[str], keep: object) -> None:

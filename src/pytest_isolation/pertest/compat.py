@@ -19,9 +19,6 @@ import pytest
 
 from pytest_isolation.filemode import compat
 
-#: Set when a test's own process made syrupy's unused-snapshot check go off.
-UNUSED_OFF_FOR_TESTS = pytest.StashKey[bool]()
-
 
 def before_configure(config: pytest.Config) -> None:
     """Test mode: turn off, before the plugins read their options, what
@@ -93,7 +90,6 @@ def check_chosen(
         snapshots = snapshots or "snapshot" in names
     if snapshots and checking_unused:
         config.option.disable_unused_snapshots = True  # syrupy reads it at the session's end
-        config.stash[UNUSED_OFF_FOR_TESTS] = True
         return (
             "isolation: syrupy: unused snapshots are not looked for (--snapshot-disable-unused): "
             "tests in processes of their own use their snapshots there"

@@ -80,20 +80,12 @@ class SetUpLogs(logging.Handler):
 def set_up_shared(item: pytest.Item, logs: SetUpLogs) -> None:
     """Set up ``item``'s collectors and its fixtures above function scope,
     here, under the set-up's capture; raises what the set-up raised."""
-    config = item.config
-    capture = pytest_private.global_capture(config) is not None
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    if capture and capman is not None:
-        capman.resume_global_capture()
-    try:
-        with logs.listening():
-            if item.parent is not None:
-                pytest_private.set_up_collectors(item.session, item.parent)
-            if isinstance(item, pytest.Function):
-                _set_up_fixtures(item)
-    finally:
-        if capture and capman is not None:
-            capman.suspend_global_capture(in_=False)  # read by the test's set-up
+    # What the set-up prints stays in the capture: the test's set-up reads it.
+    with pytest_private.capturing(item.config, read=False), logs.listening():
+        if item.parent is not None:
+            pytest_private.set_up_collectors(item.session, item.parent)
+        if isinstance(item, pytest.Function):
+            _set_up_fixtures(item)
 
 
 def _set_up_fixtures(item: pytest.Function) -> None:
