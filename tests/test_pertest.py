@@ -963,3 +963,43 @@ def test_a_test_runs_as_deep_in_the_stack_as_in_a_plain_run(pytester: pytest.Pyt
     run(pytester, *TEST_MODE).assert_outcomes(passed=1)
     plain, test_mode = (pytester.path / "depth").read_text().splitlines()
     assert test_mode == plain
+
+
+def test_plugins_that_keep_state_between_a_tests_phases_see_them_in_its_process(
+    pytester: pytest.Pytester,
+) -> None:
+    # pytest-rerunfailures keeps each test's phases' errors on the test (set
+    # up in the test's process); the module fixture's teardown, done in the
+    # forking process after the test's process ended, read them there
+    # (INTERNALERROR: no attribute '_terminal_errors').
+    pytester.makepyfile(
+        test_a="""
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def resource():
+            yield 1
+
+        @pytest.fixture(scope="module")
+        def broken():
+            yield 2
+            raise RuntimeError("module teardown failed")
+
+        def test_one(resource):
+            pass
+
+        def test_two(resource):
+            pass
+
+        @pytest.mark.xfail(reason="known")
+        def test_three(broken):
+            pass
+        """
+    )
+    args = ("-p", "rerunfailures", "-rA")
+    plain = run(pytester, *PLAIN, *args)
+    result = run(pytester, *TEST_MODE, *args)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    plain.assert_outcomes(passed=2, xpassed=1, xfailed=1)
+    result.assert_outcomes(passed=2, xpassed=1, xfailed=1)
+    assert result.ret == plain.ret == 0

@@ -795,6 +795,25 @@ def test_remember_xfail_mark(pytester: pytest.Pytester) -> None:
         assert item.stash[skipping.xfailed_key].reason == "known"
 
 
+def test_pytest_s_own_makereport(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        def pytest_runtest_makereport(item, call):
+            raise AssertionError("a conftest's implementation ran")
+        """
+    )
+    item = function_item(
+        pytester, "import pytest\n@pytest.mark.xfail(reason='known')\ndef test_func():\n    pass\n"
+    )
+    call = pytest.CallInfo.from_call(lambda: 1 / 0, when="teardown")
+    with pytest.raises(AssertionError, match="a conftest's implementation ran"):
+        item.ihook.pytest_runtest_makereport(item=item, call=call)
+    with fence("pytest's makereport plugins are modules of _pytest", "pytest_s_own_makereport"):
+        report = pytest_private.pytest_s_own_makereport(item, call)
+        assert (report.outcome, report.when) == ("skipped", "teardown")  # the xfail mark's
+        assert getattr(report, "wasxfail", None) == "known"
+
+
 def test_take_hooks(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_fence="""

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import sys
+import types
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -241,6 +242,26 @@ def remember_xfail_mark(item: pytest.Item) -> None:
 
     if not item.config.option.runxfail:
         item.stash[skipping.xfailed_key] = skipping.evaluate_xfail_marks(item)
+
+
+def pytest_s_own_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """``item``'s report of ``call`` made by pytest's own
+    ``pytest_runtest_makereport`` implementations only (the runner's, an
+    ``xfail`` mark's): made in a process where the test's earlier phases did
+    not run, a plugin's implementation may miss what it kept from them
+    (pytest-rerunfailures' ``item._terminal_errors``).  pytest's own plugins
+    are those of its package."""
+    manager = item.config.pluginmanager
+    others = [plugin for plugin in manager.get_plugins() if not _of_pytest(plugin)]
+    remember_xfail_mark(item)
+    made = manager.subset_hook_caller("pytest_runtest_makereport", others)
+    report: pytest.TestReport = made(item=item, call=call)
+    return report
+
+
+def _of_pytest(plugin: object) -> bool:
+    module = plugin.__name__ if isinstance(plugin, types.ModuleType) else type(plugin).__module__
+    return module == PYTEST_PACKAGE or module.startswith(f"{PYTEST_PACKAGE}.")
 
 
 def catch_warnings_for_item(item: pytest.Item) -> contextlib.AbstractContextManager[None]:

@@ -117,8 +117,15 @@ def tear_down_between(item: pytest.Item, nextitem: pytest.Item | None) -> pytest
             lambda: pytest_private.teardown_exact(session, nextitem), when="teardown"
         )
     out, err = captured or ("", "")
-    pytest_private.remember_xfail_mark(item)  # the test's set-up evaluated it elsewhere
-    report: pytest.TestReport = item.ihook.pytest_runtest_makereport(item=item, call=call)
+    # The plugins made the test's teardown report in its process; one that
+    # passed here only adds its output to it.  A failure is pytest's own
+    # report (an ``xfail`` mark applies): the plugins' implementations did
+    # not see the test's earlier phases in this process.
+    report = (
+        pytest.TestReport.from_item_and_call(item, call)
+        if call.excinfo is None
+        else pytest_private.pytest_s_own_makereport(item, call)
+    )
     report.sections = [
         (f"Captured {name} teardown", text)
         for name, text in (("stdout", out), ("stderr", err))
