@@ -4,6 +4,9 @@ test's own frames, not pytest's, pluggy's or this plugin's."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from conftest import TIMEOUT
@@ -117,6 +120,46 @@ def test_a_crash_report_leads_with_the_cause_and_shows_the_test_s_frames(
     )
     assert "pluggy/_execution.py" not in out
     assert "_pytest/runner.py" not in out
+
+
+STARTS = {
+    "console script": lambda: [str(Path(sys.executable).with_name("pytest"))],
+    "python -m pytest": lambda: [sys.executable, "-m", "pytest"],
+    "pytest.main()": lambda: [sys.executable, "drive.py"],
+}
+DRIVE = """
+import sys
+
+import pytest
+
+def main():
+    return pytest.main(sys.argv[1:])
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("mode", ["file", "test", "file -n 1"])
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_a_crash_report_has_only_the_test_s_frames_however_pytest_was_started(
+    pytester: pytest.Pytester, start: str, mode: str
+) -> None:
+    pytester.makepyfile(test_native="import os\n\ndef test_abort():\n    os.abort()\n", drive=DRIVE)
+    mode, *workers = mode.split()
+    args = [*STARTS[start](), "-p", "isolation", f"--isolation-mode={mode}", "-p", "no:randomly"]
+    if workers:
+        args += ["-p", "xdist", *workers]
+    result = pytester.run(*args, "test_native.py", timeout=TIMEOUT)
+    result.stdout.fnmatch_lines(
+        [
+            "*(most recent call first):",
+            '  File "*test_native.py", line 4 in test_abort',
+            "  (* frames of pytest, pluggy and pytest-isolation left out; --full-trace shows them)",
+        ]
+    )
+    dump = result.stdout.str().split("(most recent call first):", 1)[1].split("left out")[0]
+    assert dump.count('  File "') == 1, dump  # the test's frame, nothing of what started pytest
 
 
 def test_full_trace_keeps_the_whole_dump(pytester: pytest.Pytester) -> None:

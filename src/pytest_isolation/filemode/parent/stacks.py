@@ -2,12 +2,13 @@
 
 A child that crashes, or is ended by a timeout, writes a faulthandler dump
 of its threads to its stderr: each thread's frames, most recent first, from
-the test's line out through pytest, pluggy, this plugin and ``runpy``.  A
-person wants the first part.  :func:`split_dump` keeps, of each thread,
-the frames above the outermost run of frames that belong to the test
-runner (the frames a plain pytest traceback hides too), leaves out threads
-that are nothing but the runner's (this plugin's own helpers), and says how
-many frames it left out.  ``--full-trace`` keeps the dump whole.
+the test's line out through pytest, pluggy, this plugin, ``runpy`` and
+whatever called ``pytest.main()``. A person wants the first part.
+:func:`split_dump` keeps, of each thread, the frames above the outermost run
+of frames that belong to the test runner (the frames a plain pytest
+traceback hides too), leaves out threads that are nothing but the runner's
+(this plugin's own helpers), and says how many frames it left out.
+``--full-trace`` keeps the dump whole.
 """
 
 from __future__ import annotations
@@ -99,8 +100,12 @@ def _runner_thread(frames: list[str]) -> bool:
 
 
 def _own(frames: list[str]) -> list[str]:
-    """A thread's frames without the outermost run of the runner's."""
-    end = len(frames)
+    """A thread's frames without the outermost run of the runner's, and
+    without the frames of the program that called ``pytest.main()`` below
+    it."""
+    paths = [match["path"] if (match := FRAME.match(line)) else "" for line in frames]
+    outermost = max((i for i, path in enumerate(paths) if _PYTEST_DIR in path), default=None)
+    end = len(frames) if outermost is None else outermost + 1
     while end > 0:
         match = FRAME.match(frames[end - 1])
         if match is None or not _is_runner(match["path"]):
