@@ -132,6 +132,37 @@ def test_an_unbalanced_bracket_in_allow_leaks_is_refused(pytester: pytest.Pytest
 
 
 @pytest.mark.parametrize(
+    ("entry", "cause", "meant"),
+    [
+        ("env: MYAPP_TOKEN", "a key never starts or ends with a space", "env:MYAPP_TOKEN"),
+        ("env:MYAPP_TOKEN=1", "an environment variable's name has no '='", None),
+        ("sys.modules:my pkg", "a sys.modules key is a dotted name, without spaces", None),
+    ],
+)
+def test_an_allow_leaks_pattern_that_can_never_match_is_refused(
+    pytester: pytest.Pytester, entry: str, cause: str, meant: str | None
+) -> None:
+    # Accepted, it matched nothing and the leak was reported all the same (issue 49 item 5).
+    pytester.makepyfile(
+        test_marked=f"""
+        import os, pytest
+
+        @pytest.mark.isolation(allow_leaks=[{entry!r}])
+        def test_x():
+            os.environ["MYAPP_TOKEN"] = "1"
+        """
+    )
+    result = run(pytester)
+    fixed = f"; did you mean {meant!r}?" if meant else ""
+    assert_refused(
+        pytester,
+        result,
+        f"test_marked.py::test_x: @pytest.mark.isolation: the pattern of {entry!r} can never "
+        f"match ({cause}){fixed}",
+    )
+
+
+@pytest.mark.parametrize(
     ("target", "problem"),
     [
         ("adir", "'adir' exists and is not a regular file; refusing to replace it"),

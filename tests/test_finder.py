@@ -125,7 +125,8 @@ def test_what_the_victim_reads_is_listed_first_and_the_rest_counted(
     shown = lines(result)
     start = shown.index("isolation: what it leaked:")
     assert shown[start + 1] == (
-        "isolation:   [attribute] proj.cfg.TIMEOUT (was 10, now 0) (test_a.py::test_pollutes)"
+        "isolation:   [attribute] proj.cfg.TIMEOUT (was 10, now 0), at test_a.py:7 "
+        "(test_a.py::test_pollutes)"
     )
     assert shown[start + 6] == "isolation:   and 3 more"
     found = json.loads((pytester.path / "found.json").read_text())

@@ -296,8 +296,8 @@ def test_module_and_class_attributes(pytester: pytest.Pytester) -> None:
     assert warned(result) == 11
     result.stdout.fnmatch_lines(
         [
-            "*test_global_flag leaked app.state.DEBUG (was False, now True);"
-            " use monkeypatch.setattr*",
+            "*test_global_flag leaked app.state.DEBUG (was False, now True), "
+            "at test_attributes.py:*; use monkeypatch.setattr*",
             "*test_registry_rebound leaked app.state.REGISTRY (rebound to a new dict: added 'x')*",
             "*test_function_replaced leaked app.state.helper (was <function helper at *> "
             "defined at app/state.py:6, now <function * defined at"

@@ -309,3 +309,11 @@ def test_pytest_s_cache_directory_in_the_making_is_not_a_leak(pytester: pytest.P
     assert warned(result) == 1
     result.stdout.fnmatch_lines(["*test_own_directory leaked file 'made-by-a-test'*"])
     result.stdout.no_fnmatch_line("*pytest-cache-files-*")
+
+
+def test_clean_suite_under_q_prints_no_isolation_line(pytester: pytest.Pytester) -> None:
+    # Routine state is no leak: -q shows only what needs a look (issue 49 item 4).
+    _write_suite(pytester)
+    result = run_guard(pytester, *PLUGINS, "--randomly-seed=1", "-q")
+    result.assert_outcomes(passed=24)
+    assert [line for line in result.outlines if "isolation" in line] == []

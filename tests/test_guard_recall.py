@@ -166,20 +166,23 @@ def test_the_default_tier_restores_every_pattern(
     # Leaks are named with the test that made them ...
     result.stdout.fnmatch_lines(
         [
-            "[[]attribute] proj.models.AppLogger.verbose (was False, now True)",
+            "[[]attribute] proj.models.AppLogger.verbose (was False, now True), "
+            "at test_polluters.py:20",
             "  by test_polluters.py::test_logger_subclass",
-            "[[]attribute] proj.models.factory.auto_assign_id (was False, now True)",
+            "[[]attribute] proj.models.factory.auto_assign_id (was False, now True), "
+            "at test_polluters.py:16",
             "  by test_polluters.py::test_module_object",
-            "[[]attribute] unittest.mock.MagicMock.content (was unset, now <PropertyMock *>)",
+            "[[]attribute] unittest.mock.MagicMock.content (was unset, now <PropertyMock *>), "
+            "at test_polluters.py:18",
             "  by test_polluters.py::test_third_party_class",
             "[[]container] proj.models.REGISTRY (mutated in place) (added 'b'; removed 'a')",
-            "  by test_polluters.py::test_registry",
+            "  set during test_polluters.py::test_registry",
             "[[]container] test_polluters.PAYLOAD (mutated in place) (removed 'drop')",
-            "  by test_polluters.py::test_test_constant",
+            "  set during test_polluters.py::test_test_constant",  # in a helper
             "[[]logger] the handlers/filters of logger 'proj' (was handlers [[]<StreamHandler *>],"
             " 0 filter(s), now handlers [[]<StreamHandler *> formatted by <logging.Formatter *>],"
             " 0 filter(s))",
-            "  by test_polluters.py::test_formatter",
+            "  set during test_polluters.py::test_formatter",
         ]
     )
     # ... and routine state (counters, lazily created, lazily filled) too, without a warning.

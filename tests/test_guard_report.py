@@ -49,9 +49,9 @@ def test_one_object_under_many_names_warns_once_per_run(
     result.stdout.fnmatch_lines(
         [
             "*LeakedStateWarning: test_*.py::test_changes_it leaked "
-            "tools.registry.registry.mode (was 'a', now 'b')*",
-            "*isolation: 4 tests leaked state*",
-            "[[]attribute] tools.registry.registry.mode (was 'a', now 'b')",
+            "tools.registry.registry.mode (was 'a', now 'b'), at test_*.py:*",
+            "*isolation: * by 4 tests*",
+            "[[]attribute] tools.registry.registry.mode (was 'a', now 'b'), at test_*.py:*",
             "  by test_*.py::test_changes_it and 3 more tests",
         ]
     )

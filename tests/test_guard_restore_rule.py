@@ -155,7 +155,8 @@ def test_the_victim_sees_the_state_of_before(
     done = "put back" if restored else "kept"
     if leak:
         result.stdout.fnmatch_lines([literal(f"*LeakedStateWarning: {owner} leaked *")])
-        result.stdout.fnmatch_lines(["*isolation: 1 test leaked state*", f"  by {owner}"])
+        # by, or set during where no line is known
+        result.stdout.fnmatch_lines(["*isolation: * by 1 test*", f"  * {owner}"])
         if not restored:
             result.stdout.fnmatch_lines(["* (not undone)"])
     else:

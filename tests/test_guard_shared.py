@@ -329,7 +329,7 @@ def test_the_polluter_is_named_with_what_it_shares(
     result = pytester.runpytest_subprocess(
         *GUARD_MODES[mode], "-p", "no:randomly", "-rA", timeout=TIMEOUT
     )
-    result.stdout.fnmatch_lines([line, f"  by {owner}"])
+    result.stdout.fnmatch_lines([line, f"  * {owner}"])  # by, or set during: no line known
     victim = [entry for entry in result.outlines if "victim" in entry and "PASSED" in entry]
     assert bool(victim) is victim_passes, result.stdout.str()
 
@@ -458,7 +458,7 @@ def test_the_project_installed_in_site_packages_is_the_project(pytester: pytest.
     )
     assert "2 passed" in run.stdout, run.stdout + run.stderr
     assert "[attribute] proj.base.MODE (was 'safe', now 'fast')" in run.stdout, run.stdout
-    assert "by tests/test_a.py::test_polluter" in run.stdout
+    assert " tests/test_a.py::test_polluter" in run.stdout  # by, or set during: no line known
     assert (
         "/site-packages/proj/base.py"
         in subprocess.run(
@@ -477,7 +477,7 @@ def test_a_teardown_that_fails_still_ends_the_window(pytester: pytest.Pytester) 
     leaked was found."""
     _write(pytester, {"test_a.py": CASES["stream-closed"][0]["test_a.py"]})
     result = pytester.runpytest_subprocess(*GUARD_MODES["plain"], timeout=TIMEOUT)
-    result.stdout.fnmatch_lines(["*isolation: 1 test leaked state*"])
+    result.stdout.fnmatch_lines(["*isolation: * by 1 test*"])
     assert "ValueError: I/O operation on closed file" in result.stdout.str()
 
 
@@ -534,7 +534,7 @@ def test_an_object_s_own_bookkeeping_is_kept(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "[[]container] proj.pool.pool.names (mutated in place) (removed 'b'), not put back: "
-            "the object's other state may depend on it (not undone)",
+            "the object's other state may depend on it, at test_a.py:6 (not undone)",
             "  by test_a.py::test_take",
         ]
     )

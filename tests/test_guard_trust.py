@@ -108,7 +108,7 @@ def test_deep_tier_keeps_a_module_fixture_s_in_place_change(
     assert warned(result) == 1
     # The message says which key changed.
     result.stdout.fnmatch_lines(
-        ["*test_3 leaked appcfg.SETTINGS (mutated in place) (changed 'mode'); copy it*"]
+        ["*test_3 leaked appcfg.SETTINGS (mutated in place) (changed 'mode'), at *; copy it*"]
     )
 
 
@@ -308,7 +308,7 @@ def test_one_warning_per_key_and_the_summary_counts_the_tests(
     assert warned(result) == 1
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 5 tests leaked state =*",
+            "*= isolation: * by 5 tests =*",
             literal("[env] os.environ['SAME_KEY'] (was unset, now '0'), at test_env.py:4"),
             literal("  by test_env.py::test_sets[0] and 4 more tests"),
         ]
@@ -369,7 +369,7 @@ def test_messages_say_what_differs(pytester: pytest.Pytester, mode: tuple[str, .
     # always answers True is another matter (tests/test_guard_named.py).
     assert warned(result) == 1
     result.stdout.fnmatch_lines(
-        ["*leaked proj.config.OPTS (rebound to a new dict: added 'b'; changed 'a');*"]
+        ["*leaked proj.config.OPTS (rebound to a new dict: added 'b'; changed 'a'), at *;*"]
     )
     result.stdout.no_fnmatch_line("*proj.config.DISABLE*")
 

@@ -55,7 +55,7 @@ def test_warn_is_the_default_and_restores(pytester: pytest.Pytester) -> None:
     # The summary names each key once, by category, with who changed it.
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 4 tests leaked state =*",
+            "*= isolation: * by 4 tests =*",
             literal("[cwd] the working directory (was *"),
             "  by test_leaks.py::test_cwd_leak",
             literal("[env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
@@ -95,7 +95,7 @@ def test_quiet_restores_and_counts(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 4 tests leaked state =*",
+            "*= isolation: * by 4 tests =*",
             "restored quietly; run with --isolation-leaks=warn for details",
         ]
     )
@@ -176,7 +176,7 @@ def test_higher_scoped_fixture_leak_is_the_fixture_s(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [literal("*test_a.py::TestTidy::test_4 leaked os.environ['SLOPPY'] (was 'x', now 'chan*")]
     )
-    result.stdout.fnmatch_lines(["*= isolation: 1 test and 1 fixture leaked state =*"])
+    result.stdout.fnmatch_lines(["*= isolation: * by 1 test and 1 fixture =*"])
     # A session fixture finalized after the last test leaks into no test:
     # put back, listed, not warned about.
     result.stdout.fnmatch_lines(
@@ -233,7 +233,7 @@ def test_import_time_leaks_are_reported_for_the_file_not_restored(
             " at *.py (not undone);*"
         ]
     )
-    result.stdout.fnmatch_lines(["*= isolation: 1 file leaked state =*"])
+    result.stdout.fnmatch_lines(["*= isolation: * by 1 file =*"])
 
 
 def test_import_time_patch_site_has_its_line_once_mock_is_loaded(
@@ -319,7 +319,7 @@ def test_guard_runs_in_file_mode_children_and_the_parent_summarizes(
     result.stdout.fnmatch_lines(
         [
             literal("*test_leaks.py::test_env_leak leaked os.environ['LEAKY']*"),
-            "*= isolation: 4 tests leaked state =*",
+            "*= isolation: * by 4 tests =*",
             literal("[env] os.environ['LEAKY'] (was unset, now '1'), at test_leaks.py:5"),
             "  by test_leaks.py::test_env_leak",
         ]
@@ -431,7 +431,7 @@ def test_escalated_warnings_still_record_every_leak(pytester: pytest.Pytester) -
         [
             # ONE escalated: the test's error shows it; TWO is only recorded
             literal("LeakedStateWarning: leaked os.environ['ONE'] *"),
-            "*= isolation: 1 test leaked state =*",
+            "*= isolation: * by 1 test =*",
             literal("[env] os.environ['TWO'] *"),
             "  by test_two.py::test_x",
             "and 1 leak shown as an error above",
@@ -506,7 +506,7 @@ def test_what_a_fixture_s_teardown_changes_is_the_fixture_s(pytester: pytest.Pyt
     assert warned(result) == 2
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 1 test and 1 fixture leaked state =*",
+            "*= isolation: * by 1 test and 1 fixture =*",
             literal("[env] os.environ['LEFT_BY_A_TEST'] (was unset, now '1'), at test_a.py:3"),
             "  by test_a.py::test_1",
             literal("[env] os.environ['SET_IN_TEARDOWN'] (was unset, now '1'), at conftest.py:6"),

@@ -51,3 +51,17 @@ def test_fixture_listings_see_test_module_fixtures(pytester: pytest.Pytester, fl
     )
     result.stdout.fnmatch_lines(["*local_thing*"])
     assert result.ret == pytest.ExitCode.OK
+
+
+def test_markers_show_each_marker_s_whole_signature(pytester: pytest.Pytester) -> None:
+    # pytest --markers takes what comes before a help line's first ':' as the
+    # marker: "allow_leaks=['env: NAME'" showed a signature cut in two (issue 49 item 5).
+    result = pytester.runpytest_subprocess("-p", "isolation", "--markers", timeout=TIMEOUT)
+    lines = [line for line in result.outlines if line.startswith("@pytest.mark.isolation")]
+    assert len(lines) == 2, lines
+    for line in lines:
+        signature = line.split(":", 1)[0]
+        assert signature.endswith(")"), line
+        assert signature.count("(") == signature.count(")"), line
+        assert signature.count("[") == signature.count("]"), line
+        assert signature.count("'") % 2 == 0, line

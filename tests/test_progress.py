@@ -145,7 +145,7 @@ def test_under_xdist_a_file_that_fails_to_import_ends_the_progress_at_100(
 ) -> None:
     """Issue 46 item 9: under ``-n 2`` a file that failed to import stayed
     counted as one test, so the progress ended below 100 % and pytest's last
-    line, reckoned from it, left out ``1 leaked``."""
+    line, reckoned from it, left out ``1 leaked`` (now ``1 leak``)."""
     pytest.importorskip("xdist")
     parametrized = (
         "import pytest\n\n@pytest.mark.parametrize('n', range(3))\ndef test_x(n):\n    pass\n"
@@ -159,4 +159,4 @@ def test_under_xdist_a_file_that_fails_to_import_ends_the_progress_at_100(
     result = run_file_mode(pytester, "fork", "-p", "xdist", "-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=7, errors=1)
     assert percentages(result)[-1] == 100
-    result.stdout.fnmatch_lines(["*= 7 passed, 1 error, 1 leaked in *"])
+    result.stdout.fnmatch_lines(["*= 7 passed, 1 error, 1 leak in *"])

@@ -13,6 +13,9 @@ from conftest import TIMEOUT
 from conftest import literal
 from conftest import run_file_mode
 from conftest import run_guard
+from pytest_isolation.ci.runreport import notable_files
+from pytest_isolation.core.records import FileAttempts
+from pytest_isolation.core.records import ProcessEnd
 from pytest_isolation.filemode.parent.stacks import split_dump
 
 LEAKER = """
@@ -41,14 +44,15 @@ def test_a_leak_is_shown_once_in_the_summary_and_counted_in_the_last_line(
     assert out.count("os.environ['READ_ONCE']") == 1
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 2 tests leaked state =*",
+            # Counted as the lines name them: 8 attributes and a variable.
+            "*= isolation: 9 leaks by 2 tests =*",
             literal(
                 "[attribute] appconf.Settings: 8 attributes changed (a, b, c, d, e and 3 more)"
             ),
-            "  by test_leaks.py::test_many",
+            "  set during test_leaks.py::test_many",  # setattr with a name not in the source
             literal("[env] os.environ['READ_ONCE'] (was unset, now '1'), at test_leaks.py:6"),
             "  by test_leaks.py::test_env",
-            "*= 2 passed, 2 leaked in *",
+            "*= 2 passed, 9 leaks in *",
         ]
     )
 
@@ -81,7 +85,7 @@ def test_a_leak_that_errors_is_not_repeated_and_shows_no_traceback_note(
     )
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 2 tests leaked state =*",
+            "*= isolation: * by 2 tests =*",
             "9 leaks shown as errors above",
             # the short summary line leads with the leak, not the test's name again
             literal("ERROR test_leaks.py::test_env - Failed: leaked os.environ['READ_ONCE']*"),
@@ -309,7 +313,7 @@ def test_a_refused_write_to_the_home_shows_the_test_s_line_not_the_plugin_s(
     )
 
 
-def test_a_lint_error_s_short_summary_line_leads_with_the_finding(
+def test_a_lint_error_names_each_finding_once_and_its_short_line_the_codes(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(
@@ -320,8 +324,41 @@ def test_a_lint_error_s_short_summary_line_leads_with_the_finding(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
         [
-            "isolation lint: ISO203 os.environ changed without a restore *, at line 4 "
-            "(and 1 more finding)",
-            "ERROR test_app.py - isolation lint: ISO203 os.environ changed*",
+            "isolation lint: 2 findings: ISO203 at lines 4, 5",
+            "test_app.py:4: ISO203 os.environ changed without a restore *",
+            "test_app.py:5: ISO203 os.environ changed without a restore *",
+            "*= isolation lint =*",
+            "ISO203 (*): 2",
+            "2 findings in 1 file (2 shown as collection errors above); *",
+            "ERROR test_app.py - isolation lint: 2 findings: ISO203 at lines 4, 5",
         ]
     )
+    # Each finding's words once: in the error (not again in the lint summary).
+    assert result.stdout.str().count("os.environ changed without a restore") == 2
+
+
+def _attempts(path: str, attempts: int, *ends: tuple[int, bool]) -> FileAttempts:
+    processes = [
+        ProcessEnd(attempt=n, returncode=code, timed_out=timed_out)
+        for n, (code, timed_out) in enumerate(ends, start=1)
+    ]
+    return FileAttempts(path, attempts=attempts, processes=processes)
+
+
+@pytest.mark.parametrize(
+    ("records", "heading"),
+    [
+        ([_attempts("a", 1, (-11, False))], "1 file crashed"),
+        ([_attempts("a", 1, (-9, True)), _attempts("b", 1, (-9, True))], "2 files timed out"),
+        ([_attempts("a", 2, (0, False), (0, False))], "1 file retried"),  # a test failed
+        (
+            [_attempts("a", 2, (-11, False), (0, False)), _attempts("b", 1, (-9, True))],
+            "files: 1 crashed, 1 timed out, 1 retried",
+        ),
+    ],
+)
+def test_the_notable_files_heading_counts_each_kind(
+    records: list[FileAttempts], heading: str
+) -> None:
+    assert all(record.notable for record in records)
+    assert notable_files(records) == heading

@@ -115,7 +115,7 @@ def test_crash_retry_quarantine_leaks_and_report_under_xdist(
     )
     result.stdout.fnmatch_lines(
         [
-            "*= isolation: 1 test leaked state =*",
+            "*= isolation: * by 1 test =*",
             literal("[env] os.environ['LEAKED_UNDER_XDIST'] (was unset, now '1')*"),
             "  by test_leak.py::test_env",
         ]
@@ -141,7 +141,7 @@ def test_the_guard_in_plain_xdist_workers(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=4)
     assert warned(result) == 1
     result.stdout.fnmatch_lines(
-        ["*= isolation: 1 test leaked state =*", "*", "  by test_leak.py::test_env"]
+        ["*= isolation: * by 1 test =*", "*", "  by test_leak.py::test_env"]
     )
     result.stdout.no_fnmatch_line("*test_clean.py::test_reads leaked*")
     clean = run_guard(pytester, *XDIST, "-n", "2", "test_clean.py", "test_more.py")

@@ -227,11 +227,7 @@ class RunReport:
             if result.attempts is not None and result.attempts.notable
         ]
         if notable:
-            count = len(notable)
-            terminalreporter.write_sep(
-                "=",
-                f"isolation: {counted(count, 'file')} crashed, timed out or retried",
-            )
+            terminalreporter.write_sep("=", f"isolation: {notable_files(notable)}")
             for record in notable:
                 terminalreporter.write_line(f"{record.path}: {record.describe()}")
         if self.failed is not None:
@@ -347,3 +343,17 @@ def _version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def notable_files(notable: list[FileAttempts]) -> str:
+    """``1 file crashed``, ``files: 2 crashed, 1 timed out, 1 retried`` (a
+    file may count under more than one: crashed, then retried)."""
+    counts = [
+        (kind, sum(1 for record in notable if kind in record.kinds()))
+        for kind in ("crashed", "timed out", "retried")
+    ]
+    shown = [(kind, count) for kind, count in counts if count]
+    if len(shown) == 1:
+        kind, count = shown[0]
+        return f"{counted(count, 'file')} {kind}"
+    return "files: " + ", ".join(f"{count} {kind}" for kind, count in shown)

@@ -116,6 +116,13 @@ class FileAttempts:
         """Worth a line in the terminal summary: retried, crashed or timed out."""
         return self.attempts > 1 or any(not p.finished for p in self.processes)
 
+    def kinds(self) -> set[str]:
+        """What made it notable: ``crashed``, ``timed out``, ``retried``."""
+        ended = {
+            "timed out" if p.timed_out else "crashed" for p in self.processes if not p.finished
+        }
+        return ended | ({"retried"} if self.attempts > 1 else set())
+
     def describe(self) -> str:
         """One line: ``attempt 1: 2 failed, crashed (SIGSEGV) in test_x; attempt 2: passed``."""
         parts = []

@@ -34,11 +34,16 @@ CATEGORIES = (
 )
 
 MARKER = "isolation"
+#: pytest's ``--markers`` takes what comes before the first ``:`` as the
+#: marker's signature: no colon in it.
 MARKER_HELP = (
-    "isolation(allow_leaks=['env:NAME', 'sys.modules:pkg', ...], mode='file'|'off', "
-    "group='NAME'): leaks the pytest-isolation leak guard neither reports nor restores for "
-    "this test; in a module's pytestmark, mode and group say where file mode runs the file"
+    "isolation(allow_leaks=[ENTRY, ...], mode='file'|'test'|'off', group='NAME'): leaks the "
+    "pytest-isolation leak guard neither reports nor restores for this test, each ENTRY a "
+    "category or category:pattern ('env:MYAPP_*', 'sys.modules:pkg.*'); in a module's "
+    "pytestmark, mode and group say where file mode runs the file"
 )
+#: Categories whose keys are dotted Python names: a pattern with a space never matches.
+DOTTED = frozenset({"sys.modules", "attribute", "import", "container"})
 #: The marker's arguments that only a module's ``pytestmark`` takes (:mod:`..filemode.placement`).
 PLACING = ("mode", "group")
 
@@ -66,6 +71,7 @@ def parse(entries: Iterable[object], source: str) -> tuple[Allowance, ...]:
             raise pytest.UsageError(
                 f"{source}: unknown leak category {category!r} in {entry!r}; choose from {choices}"
             )
+        _check_can_match(entry, category, pattern, source)
         if unbalanced_bracket(pattern) >= 0:
             raise pytest.UsageError(
                 f"{source}: unbalanced '[' in the pattern of {entry!r} "
@@ -73,6 +79,24 @@ def parse(entries: Iterable[object], source: str) -> tuple[Allowance, ...]:
             )
         found.append(Allowance(category, pattern or "*"))
     return tuple(found)
+
+
+def _check_can_match(entry: str, category: str, pattern: str, source: str) -> None:
+    """A pattern that no key of its category can match is a usage error: it
+    would be accepted, match nothing, and the leak would still be reported."""
+    cause = fixed = ""
+    if pattern != pattern.strip():
+        cause = "a key never starts or ends with a space"
+        meant = f"{category}:{pattern.strip()}" if pattern.strip() else category
+        fixed = f"; did you mean {meant!r}?"
+    elif category == "env" and "=" in pattern:
+        cause = "an environment variable's name has no '='"
+    elif category in DOTTED and any(c.isspace() for c in pattern):
+        cause = f"a {category} key is a dotted name, without spaces"
+    if cause:
+        raise pytest.UsageError(
+            f"{source}: the pattern of {entry!r} can never match ({cause}){fixed}"
+        )
 
 
 def of_node(node: pytest.Item | pytest.Collector) -> tuple[Allowance, ...]:

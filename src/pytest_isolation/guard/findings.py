@@ -13,6 +13,10 @@ import pytest
 from pytest_isolation.core.records import Leak
 from pytest_isolation.guard import allow
 from pytest_isolation.guard.leftovers import Leftovers
+from pytest_isolation.guard.located import Scope
+from pytest_isolation.guard.located import Sources
+from pytest_isolation.guard.located import located
+from pytest_isolation.guard.located import scopes_of
 from pytest_isolation.guard.messages import describe
 from pytest_isolation.guard.messages import fold_reimports
 from pytest_isolation.guard.messages import subject
@@ -47,6 +51,8 @@ class Findings:
     restorer: Restorer
     recorders: Recorders
     leftovers: Leftovers
+    #: The test files read for the sites of writes that no hook saw.
+    sources: Sources = dataclasses.field(default_factory=Sources)
 
     def close(self, window: Window, tier: Tier) -> list[Leak]:
         """A window's leaks, restored; the tier's snapshots then match the state."""
@@ -63,14 +69,14 @@ class Findings:
             # (a copy of every watched namespace) would cost more than the test.
             if not safe_unchanged(category, tier.saved[category]):
                 tier.renew(category)
-        return leaks
+        return self._located(leaks, scopes_of(window.item))
 
     def peek(self, window: Window) -> list[Leak]:
         """The window's leaks so far, as :meth:`close` would find them, with
         nothing restored and the snapshots left as they were."""
         changed = self.snapshots.tier.changed()
         found = self.verdict.found(window, Tier(changed), self.snapshots.tier.saved)
-        return fold_reimports(
+        leaks = fold_reimports(
             [
                 (
                     item,
@@ -86,6 +92,7 @@ class Findings:
                 for item in found
             ]
         )
+        return self._located(leaks, scopes_of(window.item))
 
     def left_behind(self, window: Window) -> list[Leak]:
         """Threads, processes and files the window's test left behind (reported, not undone)."""
@@ -159,8 +166,12 @@ class Findings:
             ]
         )
         self.recorders.seen.clear()
+        leaks = self._located(leaks, [Scope(collector.path)])
         # Never put back: the file's own tests may depend on it.
         return [dataclasses.replace(leak, restored=False) for leak in leaks]
+
+    def _located(self, leaks: list[Leak], scopes: list[Scope]) -> list[Leak]:
+        return located(leaks, self.sources, scopes, self.recorders.sites.relative)
 
 
 _LEFTOVER_HINT = {

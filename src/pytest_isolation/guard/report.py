@@ -75,9 +75,18 @@ class LeakLog:
         """Every leak that is not routine state."""
         return [leak for found in self.by_owner.values() for leak in found if not leak.routine]
 
+    def leaked_keys(self) -> list[list[Leak]]:
+        """Each changed thing that is not routine state, with its leaks: what
+        the summary's lines name and its last line counts."""
+        grouped = ([leak for leak in leaks if not leak.routine] for leaks in self.by_key.values())
+        return [leaks for leaks in grouped if leaks]
+
     def headline(self) -> str:
-        phrase = _counted(self.leaked())
-        return f"isolation: {phrase} leaked state" if phrase else "isolation: no leaks"
+        keys = self.leaked_keys()
+        if not keys:
+            return "isolation: no leaks"
+        owners = _counted([leak for leaks in keys for leak in leaks])
+        return f"isolation: {counted(len(keys), 'leak')} by {owners}"
 
     def summarize(self, reporter: pytest.TerminalReporter) -> None:
         if not self.by_key:
@@ -93,7 +102,9 @@ class LeakLog:
             unshown = [group for leaks in leaked if (group := [x for x in leaks if not x.shown])]
             for line, leaks in _per_object(unshown):
                 reporter.write_line(line)
-                reporter.write_line(f"  by {_owners(leaks)}")
+                # Without a line, the test it was set during is all there is to go by.
+                during = "by" if leaks[0].site else "set during"
+                reporter.write_line(f"  {during} {_owners(leaks)}")
             errors = sum(1 for leaks in leaked for leak in leaks if leak.shown)
             if errors:
                 more = "and " if unshown else ""
@@ -113,6 +124,8 @@ class LeakLog:
         counts = ", ".join(
             f"{count} {KIND_NOUNS[kind][count != 1]}" for kind, count in sorted(kinds.items())
         )
+        if reporter.config.get_verbosity() < 0:
+            return  # not a leak: -q shows only what needs a look
         verbose = reporter.config.get_verbosity() > 0
         more = "" if verbose else "; -v lists them"
         restored = {leak.restored for leaks in routine for leak in leaks}
@@ -340,10 +353,11 @@ class Settler:
 
 
 @dataclasses.dataclass
-class LeakedOwner:
-    """One entry of the terminal reporter's ``leaked`` count: a test, fixture
-    or file that leaked state (plugins that read every entry of the
-    reporter's ``stats`` find a report-like object with a node id)."""
+class LeakEntry:
+    """One entry of the terminal reporter's ``leaks`` count: a changed thing,
+    with the first test, fixture or file that leaked it (plugins that read
+    every entry of the reporter's ``stats`` find a report-like object with a
+    node id)."""
 
     nodeid: str
     count_towards_summary: bool = True
@@ -352,12 +366,14 @@ class LeakedOwner:
 def leaks_in_summary(reporter: pytest.TerminalReporter, log: LeakLog) -> None:
     """Take the leak warnings out of pytest's warnings summary: each leak is
     shown once, in the leak summary, grouped by key and object, and counted
-    in the last line (``2 passed, 1 leaked``) by who leaked.  The warning is
-    still raised, so that ``-W``/``filterwarnings`` filters that name
-    ``LeakedStateWarning`` still decide what becomes an error or is ignored."""
-    owners = {who(leak) for leak in log.leaked()}
-    if owners:
-        reporter.stats["leaked"] = [LeakedOwner(owner) for owner in sorted(owners)]
+    in the last line (``2 passed, 3 leaks``) by changed thing, as the
+    summary's lines name them.  The warning is still raised, so that
+    ``-W``/``filterwarnings`` filters that name ``LeakedStateWarning`` still
+    decide what becomes an error or is ignored."""
+    keys = log.leaked_keys()
+    if keys:
+        word = agreeing(len(keys), "leak", "leaks")
+        reporter.stats[word] = [LeakEntry(leaks[0].owner) for leaks in keys]
     marker = f": {LeakedStateWarning.__name__}: "
     shown = reporter.stats.get("warnings", [])
     kept = [report for report in shown if marker not in getattr(report, "message", "")]

@@ -29,6 +29,7 @@ from pytest_isolation.core.longrepr import LeadingText
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.warnings import IsolationLintWarning
 from pytest_isolation.core.warnings import blanket_error
+from pytest_isolation.core.words import agreeing
 from pytest_isolation.core.words import counted
 from pytest_isolation.core.xdist import is_worker
 from pytest_isolation.lint import ALLOW_INI
@@ -106,6 +107,8 @@ class IsolationLint:
         self.linted: set[Path] = set()
         #: Findings by file, relative to ``base``, in the order linted.
         self.found: dict[str, list[Finding]] = {}
+        #: Files whose findings failed their collection: shown there, in full.
+        self.shown: set[str] = set()
 
     @property
     def active(self) -> bool:
@@ -133,6 +136,7 @@ class IsolationLint:
         if findings and (self.policy == "error" or escalated) and report.passed:
             report.outcome = "failed"
             report.longrepr = self._failure(findings)
+            self.shown.update(self._relative(path) for path, _ in findings)
         return report
 
     def _targets(self, collector: pytest.Collector) -> list[Path]:
@@ -187,10 +191,16 @@ class IsolationLint:
     def _failure(self, findings: list[tuple[Path, Finding]]) -> str:
         lines = [f"{self._relative(path)}:{f.line}: {f.text()}" for path, f in findings]
         suppress = "'# isolation: allow CODE' on the line, or isolation_lint_allow"
-        # The first line is pytest's short summary line: it leads with the first finding.
-        first = findings[0][1]
-        more = f" (and {counted(len(findings) - 1, 'more finding')})" if len(findings) > 1 else ""
-        head = f"isolation lint: {first.code} {first.message}, at line {first.line}{more}"
+        # The first line is pytest's short summary line: each code and its
+        # lines, the findings' words once, below it.
+        lines_of: dict[str, list[str]] = {}
+        for _, finding in findings:
+            lines_of.setdefault(finding.code, []).append(str(finding.line))
+        codes = ", ".join(
+            f"{code} at {agreeing(len(at), 'line', 'lines')} {', '.join(at)}"
+            for code, at in lines_of.items()
+        )
+        head = f"isolation lint: {counted(len(findings), 'finding')}: {codes}"
         return LeadingText.of("\n".join([head, *lines, f"(accept a finding with {suppress})"]))
 
     def pytest_isolation_workeroutput(self, output: dict[str, Any]) -> None:
@@ -199,10 +209,12 @@ class IsolationLint:
                 path: [dataclasses.astuple(finding) for finding in found]
                 for path, found in self.found.items()
             }
+            output["lint_shown"] = sorted(self.shown)
 
     def pytest_isolation_merge_workeroutput(self, output: dict[str, Any]) -> None:
         for path, entries in output.get("lint", {}).items():
             self.found.setdefault(path, _findings(entries) or [])
+        self.shown.update(str(path) for path in output.get("lint_shown", []))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.config.stash.get(IN_CHILD, False) or is_worker(self.config):
@@ -212,13 +224,16 @@ class IsolationLint:
             return
         terminalreporter.section("isolation lint")
         for path, finding in sorted(found, key=lambda pair: (pair[0], pair[1].line)):
-            terminalreporter.line(f"{path}:{finding.line} {finding.code} {finding.message}")
+            if path not in self.shown:  # not shown in full as a collection error above
+                terminalreporter.line(f"{path}:{finding.line} {finding.code} {finding.message}")
         counts = Counter(finding.code for _, finding in found)
         for code, count in sorted(counts.items()):
             terminalreporter.line(f"{code} ({CODES[code]}): {count}")
         files = len({path for path, _ in found})
+        errors = sum(1 for path, _ in found if path in self.shown)
+        above = f" ({errors} shown as collection errors above)" if errors else ""
         terminalreporter.line(
-            f"{counted(len(found), 'finding')} in {counted(files, 'file')}; "
+            f"{counted(len(found), 'finding')} in {counted(files, 'file')}{above}; "
             "accept one with '# isolation: allow CODE' on its line or isolation_lint_allow"
         )
 
