@@ -32,11 +32,16 @@ OPTION_LINE = re.compile(r"^  (--isolation-[a-z-]+)(?:=(\S+))?(.*)$")
 KEY_LINE = re.compile(r"^  (isolation_[a-z_]+) \(", re.M)
 #: What the plugin's help says of an option's default and ini key (``core/options.py``).
 HELP_DEFAULT = re.compile(r"Default: (.+?) \(ini (isolation_[a-z_]+)\)\.")
-#: A ``{option}`` or ``{confval}`` entry of the reference, up to its closing fence.
-ENTRY = re.compile(r"^(`{3,4})\{(option|confval)\} (\S+)\n(.*?)^\1$", re.M | re.S)
+#: An option's or ini key's entry of the reference: its heading (the name in
+#: backticks), up to the next heading.
+ENTRY = re.compile(r"^###+ `(--isolation-[a-z-]+|isolation_[a-z_]+)`\n(.*?)(?=^#|\Z)", re.M | re.S)
+#: The first line of an option's entry: how it is written (``--isolation-x=VALUE``).
+USAGE = re.compile(r"\s*`(--isolation-[a-z-]+)(?:=([^`]+))?`\n")
 #: The end of an option's entry: its default and ini key, or why it has none.
-REFERENCE_DEFAULT = re.compile(r"^Default: (.+?) \(ini key \{confval\}`([a-z_]+)`\)", re.M)
+REFERENCE_DEFAULT = re.compile(r"^Default: (.+?) \(ini key \[`([a-z_]+)`\]\(#([a-z_]+)\)\)", re.M)
 NO_KEY = re.compile(r"^No ini key: \S", re.M)
+#: An ini key's type and default, the list at the top of its entry.
+KEY_FIELDS = re.compile(r"^- (Type|Default): (.+)$", re.M)
 #: A choice list: lower-case words between bars (``off|file``, not ``K/N|auto``).
 CHOICES = re.compile(r"[a-z][a-z-]*(\|[a-z][a-z-]*)+")
 
@@ -56,7 +61,8 @@ class Registered:
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    metavar: str
+    #: What follows ``=`` in the entry's first line (empty for a flag; ``None``: no such line).
+    metavar: str | None
     #: The ini key the entry names, and the default it states (``None``: none named).
     key: str | None
     default: str | None
@@ -92,15 +98,18 @@ def help_options(text: str) -> dict[str, tuple[str, str]]:
 def reference_entries(text: str) -> tuple[dict[str, Option], dict[str, Key]]:
     options: dict[str, Option] = {}
     keys: dict[str, Key] = {}
-    for _, kind, name, body in ENTRY.findall(text):
-        if kind == "option":
-            flag, _, metavar = name.partition("=")
+    for name, body in ENTRY.findall(text):
+        if name.startswith("--"):
+            usage = USAGE.match(body)
+            metavar = (usage[2] or "") if usage and usage[1] == name else None
             default = REFERENCE_DEFAULT.search(body)
-            key, said = (default[2], default[1]) if default else (None, None)
-            options[flag] = Option(metavar, key, said, bool(NO_KEY.search(body)))
+            key, said = (
+                (default[2], default[1]) if default and default[2] == default[3] else (None, None)
+            )
+            options[name] = Option(metavar, key, said, bool(NO_KEY.search(body)))
         else:
-            fields = dict(re.findall(r"^:(type|default): (.+)$", body, re.M))
-            keys[name] = Key(fields.get("type"), fields.get("default"))
+            fields = dict(KEY_FIELDS.findall(body))
+            keys[name] = Key(fields.get("Type"), fields.get("Default"))
     return options, keys
 
 
@@ -159,18 +168,18 @@ def _option_problems(registered: Registered, flag: str, entry: Option) -> list[s
 
 def _key_problems(registered: Registered, key: str, entry: Key) -> list[str]:
     if entry.type is None or entry.default is None:
-        return ["the reference gives no :type: or no :default:"]
+        return ["the reference gives no Type: or no Default:"]
     problems = []
     problem = default_problem(entry.default, registered.key_defaults[key])
     if problem:
-        problems.append(f":default: {problem}")
+        problems.append(f"Default: {problem}")
     metavar = registered.options.get("--" + key.replace("_", "-"), ("-", ""))[0]
     if not metavar and entry.type != "bool":
-        problems.append(f"the key of a flag: :type: {entry.type!r}, not bool")
+        problems.append(f"the key of a flag: Type: {entry.type!r}, not bool")
     choices = metavar.split("|")
     listed = re.findall(r"`([^`]+)`", entry.type)
     if CHOICES.fullmatch(metavar) and listed != choices:
-        problems.append(f":type: lists {listed}, --help {choices}")
+        problems.append(f"Type: lists {listed}, --help {choices}")
     return problems
 
 
@@ -253,16 +262,16 @@ def test_every_option_that_has_no_ini_key_is_an_action_or_a_target(
 # -- the check fails on a mismatch ----------------------------------------------------
 
 
-def _without_entry(reference: str, header: str) -> str:
-    start = reference.index(header)
-    end = reference.index("\n```\n", start) + len("\n```\n")
+def _without_entry(reference: str, heading: str) -> str:
+    start = reference.index(heading)
+    end = reference.index("\n#", start + len(heading)) + 1
     return reference[:start] + reference[end:]
 
 
 def test_an_option_missing_from_the_reference_is_found(
     registered: Registered, reference: str
 ) -> None:
-    changed = _without_entry(reference, "```{option} --isolation-report=PATH\n")
+    changed = _without_entry(reference, "### `--isolation-report`\n")
     assert mismatches(registered, changed) == [
         "--isolation-report: in --help, not in the reference"
     ]
@@ -278,7 +287,7 @@ def test_an_option_missing_from_help_is_found(registered: Registered, reference:
 def test_an_ini_key_missing_from_the_reference_is_found(
     registered: Registered, reference: str
 ) -> None:
-    changed = _without_entry(reference, "```{confval} isolation_max_items\n")
+    changed = _without_entry(reference, "### `isolation_max_items`\n")
     assert mismatches(registered, changed) == [
         "isolation_max_items: registered, not in the reference"
     ]
@@ -286,27 +295,26 @@ def test_an_ini_key_missing_from_the_reference_is_found(
 
 def test_a_different_choice_is_found(registered: Registered, reference: str) -> None:
     changed = reference.replace(
-        "```{option} --isolation-unmapped=error|warn|ignore",
-        "```{option} --isolation-unmapped=error|warn",
-    ).replace(":type: `error`, `warn` or `ignore`", ":type: `error` or `warn`")
+        "\n`--isolation-unmapped=error|warn|ignore`\n", "\n`--isolation-unmapped=error|warn`\n"
+    ).replace("- Type: `error`, `warn` or `ignore`", "- Type: `error` or `warn`")
     assert mismatches(registered, changed) == [
         "--isolation-unmapped: --help shows 'error|warn|ignore', the reference 'error|warn'",
-        "isolation_unmapped: :type: lists ['error', 'warn'], --help ['error', 'warn', 'ignore']",
+        "isolation_unmapped: Type: lists ['error', 'warn'], --help ['error', 'warn', 'ignore']",
     ]
 
 
 def test_a_different_default_is_found(registered: Registered, reference: str) -> None:
     changed = reference.replace(
-        "Default: `50` (ini key {confval}`isolation_max_sources`)",
-        "Default: `40` (ini key {confval}`isolation_max_sources`)",
+        "Default: `50` (ini key [`isolation_max_sources`]",
+        "Default: `40` (ini key [`isolation_max_sources`]",
     ).replace("Default: no cap (ini key", "Default: `100` (ini key")
     assert mismatches(registered, changed) == [
         "--isolation-max-items: the reference says `100`, registered ''",
         "--isolation-max-sources: the reference says `40`, registered '50'",
     ]
-    block = changed.index("```{confval} isolation_kill_grace")
-    changed = changed[:block] + changed[block:].replace(":default: `10`", ":default: `5`", 1)
-    assert "isolation_kill_grace: :default: says `5`, registered '10'" in mismatches(
+    block = changed.index("### `isolation_kill_grace`")
+    changed = changed[:block] + changed[block:].replace("- Default: `10`", "- Default: `5`", 1)
+    assert "isolation_kill_grace: Default: says `5`, registered '10'" in mismatches(
         registered, changed
     )
 
@@ -331,4 +339,22 @@ def test_an_option_default_that_hides_its_ini_key_is_found(
     )
     assert mismatches(hiding, reference) == [
         "--isolation-max-sources: its own default '50' hides the ini key"
+    ]
+
+
+def test_an_entry_whose_heading_lost_its_name_is_found(
+    registered: Registered, reference: str
+) -> None:
+    """The name is the heading: a heading that does not name the option is no
+    entry of it (on GitHub, a block without a heading showed no name)."""
+    changed = reference.replace("### `--isolation-report`\n", "### Run report\n")
+    assert mismatches(registered, changed) == [
+        "--isolation-report: in --help, not in the reference"
+    ]
+
+
+def test_an_option_without_its_usage_line_is_found(registered: Registered, reference: str) -> None:
+    changed = reference.replace("\n`--isolation-probes=N`\n", "\n")
+    assert mismatches(registered, changed) == [
+        "--isolation-probes: --help shows 'N', the reference None"
     ]
