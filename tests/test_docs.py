@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import textwrap
 from pathlib import Path
 
@@ -271,3 +272,21 @@ def test_blocks_that_neither_run_nor_say_why_not_are_found() -> None:
         "demo.md:16: unknown directive 'flie' (known: ['file', 'not run', 'plugins'])",
     )
     assert [problem.split(":")[1] for problem in doc.unaccounted()] == ["1", "11"]
+
+
+def test_contributing_says_how_to_build_the_docs() -> None:
+    """Issue 49 item 8: the command tox runs, where the HTML lands, and a
+    way in from README; ``tox`` builds them too."""
+    tox = configparser.ConfigParser()
+    tox.read(ROOT / "tox.ini", encoding="utf-8")
+    command = tox["testenv:docs"]["commands"].strip()
+    assert command == "sphinx-build -W --keep-going -b html docs docs/_build/html"
+    assert "docs" in tox["tox"]["env_list"].split()
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = contributing[contributing.index("## Build the docs\n") :]
+    assert "tox -e docs\n" in section
+    assert f".venv-docs/bin/{command}\n" in section
+    assert "`docs/_build/html/index.html`" in section
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`tox -e docs` builds them into `docs/_build/html`" in readme
+    assert "(CONTRIBUTING.md#build-the-docs)" in readme

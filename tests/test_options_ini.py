@@ -11,6 +11,7 @@ import re
 import pytest
 
 from conftest import TIMEOUT
+from pytest_isolation.core import options
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -452,3 +453,107 @@ def test_every_key_of_an_option_has_a_case_here(pytester: pytest.Pytester) -> No
     keys = set(re.findall(r"^  (isolation_[a-z_]+) \(", text, re.M))
     dests = {dest.replace("-", "_") for dest in re.findall(r"^  --(isolation-[a-z-]+)", text, re.M)}
     assert keys & dests == set(BAD)
+
+
+# -- typed keys (issue 49 item 11): what pytest typed, and what it refused -------------
+
+
+class TypedConfig:
+    """A configuration whose ini key holds what pytest's ``getini`` gave a
+    typed key (a bool, a number, None for unset) or raises what it raised."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def getoption(self, dest: str) -> None:
+        return None
+
+    def getini(self, dest: str) -> object:
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+def typed(value: object) -> pytest.Config:
+    return TypedConfig(value)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("value", "read"), [(True, True), (False, False), (None, False)])
+def test_a_bool_key_is_read_as_pytest_typed_it(value: object, read: bool) -> None:
+    assert options.boolean(typed(value), "isolation_explain") is read
+
+
+def test_a_refused_truth_value_names_the_key_and_the_value() -> None:
+    refused = ValueError("invalid truth value 'maybe'")
+    with pytest.raises(pytest.UsageError) as raised:
+        options.boolean(typed(refused), "isolation_explain")
+    assert str(raised.value) == (
+        "isolation_explain (ini): invalid truth value 'maybe'; expected true or false"
+    )
+
+
+def test_an_empty_truth_value_is_the_default() -> None:
+    refused = pytest.UsageError("invalid truth value ''")  # as pytest 9 raises it
+    assert options.boolean(typed(refused), "isolation_env_network", default=True) is True
+
+
+def test_a_number_key_is_read_as_pytest_typed_it() -> None:
+    assert options.count(typed(3), "isolation_retries") == 3
+    assert options.count(typed(None), "isolation_max_items") is None
+    assert options.seconds(typed(2.5), "isolation_timeout") == 2.5
+    assert options.limit(typed(0.0), "isolation_test_cpu", "seconds", 10.0) is None
+
+
+@pytest.mark.parametrize(
+    ("refused", "message"),
+    [
+        (
+            ValueError("invalid literal for int() with base 10: '1e3'"),
+            "isolation_max_items (ini): invalid value '1e3'; expected a whole number of 0 or more",
+        ),
+        (
+            TypeError(
+                "pyproject.toml: config option 'isolation_max_items' expects an int, got "
+                "str: 'many'"
+            ),
+            "isolation_max_items (ini): invalid value 'many'; expected a whole number of 0 or more",
+        ),
+    ],
+)
+def test_a_refused_number_names_the_key_and_the_value(refused: Exception, message: str) -> None:
+    with pytest.raises(pytest.UsageError) as raised:
+        options.count(typed(refused), "isolation_max_items")
+    assert str(raised.value) == message
+
+
+def test_an_empty_number_is_unset() -> None:
+    refused = ValueError("could not convert string to float: ''")
+    assert options.seconds(typed(refused), "isolation_timeout") is None
+
+
+def test_a_refusal_that_quotes_no_value_is_pytests_message_naming_the_key() -> None:
+    refused = TypeError(
+        "pyproject.toml: config option 'isolation_retries' expects an int, got float: 1.5"
+    )
+    with pytest.raises(pytest.UsageError) as raised:
+        options.count(typed(refused), "isolation_retries")
+    assert str(raised.value) == f"isolation_retries (ini): {refused}"
+
+
+@pytest.mark.skipif(
+    pytest.version_tuple[:2] < (9, 0), reason="pytest 9 reads [tool.pytest] with TOML's types"
+)
+def test_native_toml_values_of_their_type(pytester: pytest.Pytester) -> None:
+    """``[tool.pytest]`` keeps TOML's types: a true or a number was refused by
+    the keys registered as strings (``expects a string, got bool``)."""
+    pytester.makepyprojecttoml(
+        "[tool.pytest]\n"
+        "isolation_leaks = 'error'\n"
+        "isolation_leaks_deep = true\n"
+        "isolation_retries = 1\n"
+        "isolation_timeout = 60\n"
+        "isolation_env_network = false\n"
+    )
+    pytester.makepyfile(test_a="def test_a(): pass\n")
+    result = run(pytester, "--isolation-mode=file")
+    result.assert_outcomes(passed=1)

@@ -186,6 +186,16 @@ def _key_problems(registered: Registered, key: str, entry: Key) -> list[str]:
 # -- what the plugin registers --------------------------------------------------------
 
 
+def as_ini_text(value: object) -> object:
+    """A default of a typed ini key (a bool, a number, None for unset) as
+    the reference and ``--help`` write it; a list or a string as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, (int, float)) else value
+
+
 @pytest.fixture(scope="module")
 def help_text(tmp_path_factory: pytest.TempPathFactory) -> str:
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -211,7 +221,7 @@ def registered(pytester: pytest.Pytester, help_text: str) -> Registered:
     return Registered(
         options=options,
         keys=keys,
-        key_defaults={key: config.getini(key) for key in keys},
+        key_defaults={key: as_ini_text(config.getini(key)) for key in keys},
         option_defaults={dest_of(flag): config.getoption(dest_of(flag)) for flag in options},
     )
 
@@ -257,6 +267,18 @@ def test_every_option_that_has_no_ini_key_is_an_action_or_a_target(
         "isolation_dry_run",
         "isolation_find_polluter",
     }
+
+
+def test_contributing_names_every_option_that_has_no_ini_key(registered: Registered) -> None:
+    """Issue 49 item 11: CONTRIBUTING says every option has a key but the
+    ones it names, and names exactly those."""
+    text = " ".join((REFERENCE.parent.parent / "CONTRIBUTING.md").read_text().split())
+    said = re.search(r"has no ini key: the (\w+) are (.*?); an ini key would", text)
+    assert said is not None
+    named = set(re.findall(r"`(--isolation-[a-z-]+)`", said[2]))
+    without = {flag for flag in registered.options if dest_of(flag) not in registered.keys}
+    assert named == without
+    assert said[1] == {6: "six"}.get(len(without), str(len(without)))
 
 
 # -- the check fails on a mismatch ----------------------------------------------------

@@ -84,3 +84,25 @@ def test_the_environment_variable_off_runs_plain_whatever_addopts_say(
     )
     assert explicit.ret == 4
     explicit.stderr.fnmatch_lines(["*--isolation-timeout * it needs --isolation-mode=file"])
+
+
+def test_mode_off_from_the_environment_keeps_the_leak_guard(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What README says of ``PYTEST_ISOLATION_MODE=off`` (issue 49 item 10):
+    file mode is off over the ini file's, every file runs in pytest's own
+    process, and the leak guard still runs."""
+    pytester.makeini("[pytest]\nisolation_mode = file\n")
+    pytester.makepyfile(pidenv="import os\nos.environ['ISO_PID'] = str(os.getpid())\n")
+    pytester.makepyfile(
+        test_a="import os\ndef test_a():\n    os.environ['ISO_OFF'] = str(os.getpid())\n",
+        test_b="import os\ndef test_b():\n    assert os.environ.get('ISO_OFF') is None\n"
+        "    assert os.getpid() == int(os.environ['ISO_PID'])\n",
+    )
+    monkeypatch.setenv("PYTEST_ISOLATION_MODE", "off")
+    result = pytester.runpytest_subprocess("-p", "isolation", "-p", "pidenv", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*isolation: 1 test leaked state*", "?env? os.environ?'ISO_OFF'? (was unset, now *"]
+    )
+    assert "file mode" not in result.stdout.str()

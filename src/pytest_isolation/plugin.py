@@ -33,20 +33,23 @@ from pytest_isolation.guard.allow import MARKER_HELP
 from pytest_isolation.lint import plugin as lint
 from pytest_isolation.pertest import plugin as pertest
 
-#: Each feature's options and ini keys, with its hooks: file mode, the leak guard,
-#: the CI features, the record of what each file executed, the lint; the isolation
+#: Each feature's options and ini keys, with its hooks, in the order ``pytest --help``
+#: lists them, by topic: file mode (the mode, how a process starts, its limits), a test's
+#: process (its limits), the CI features (retries, quarantine, shards, the run report),
+#: the record of what each file executed, the leak guard, the lint; the isolation
 #: fixtures (a conftest can load them alone); the selector and the diagnoses, inert
-#: unless their options are given.  What runs is registered in ``pytest_configure``.
+#: unless their options are given.  What runs is registered in ``pytest_configure``
+#: (only the fixtures, the selector and the diagnoses have hooks here, in this order).
 pytest_plugins = [
     "pytest_isolation.filemode.plugin",
-    "pytest_isolation.guard.plugin",
+    "pytest_isolation.pertest.plugin",
     "pytest_isolation.ci.plugin",
     "pytest_isolation.record.plugin",
+    "pytest_isolation.guard.plugin",
     "pytest_isolation.lint.plugin",
     "pytest_isolation.fixtures",
     "pytest_isolation.selector.plugin",
     "pytest_isolation.diagnose.plugin",
-    "pytest_isolation.pertest.plugin",
 ]
 
 

@@ -62,7 +62,8 @@ def schema_problem(document: object) -> str | None:
     except ImportError:
         raise MergeError(
             "merging needs the jsonschema package to check the reports: "
-            "pip install 'pytest-isolation[merge]'"
+            "pip install jsonschema (or, in a checkout of pytest-isolation, "
+            "pip install -e '.[merge]')"
         ) from None
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)

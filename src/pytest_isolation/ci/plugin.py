@@ -19,70 +19,66 @@ from pytest_isolation.core.settings import RETRY_SCOPES
 from pytest_isolation.core.settings import Settings
 from pytest_isolation.core.xdist import is_controller
 
-#: Where a path from an ini key starts (see ``options.path``).
-_RELATIVE = "an ini value is relative to the ini file"
-
-RETRY_SCOPE = Setting.of_choices(
-    "With --isolation-retries: rerun only a file's failed tests (failed) or the whole file (file).",
-    RETRY_SCOPES,
-)
+#: Reruns and known failures, by dest (= ini key).
+OUTCOMES = {
+    "isolation_retries": Setting(
+        "Rerun a failed test file (in test mode, a failed test) in a fresh process, up to N "
+        "times; a test that passes on a retry is reported flaky.",
+        "N",
+        "0",
+        number="int",
+    ),
+    "isolation_retry_scope": Setting.of_choices(
+        "What a retry of a file reruns: its failed tests (failed) or the whole file (file).",
+        RETRY_SCOPES,
+    ),
+    "isolation_quarantine": Setting(
+        "A file of known failures (node ids, paths, globs): they are reported as "
+        "quarantined and do not fail the run.",
+        "PATH",
+    ),
+}
 
 #: Sharding, by dest (= ini key); --isolation-store-durations, an action, has no key.
 SHARDING = {
     "isolation_shard": Setting(
-        "Run only shard K of N (1-based) of the test files; 'auto': the shard "
-        "CI_NODE_INDEX/CI_NODE_TOTAL, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
-        "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT name (every file when none is set).",
+        "Run only shard K of N of the test files; auto: the shard the CI job's variables "
+        "name (CI_NODE_INDEX/CI_NODE_TOTAL, ...).",
         "K/N|auto",
         unset="no sharding",
     ),
     "isolation_shard_strategy": Setting(
-        "How files are split: duration (balance the durations of --isolation-durations), "
-        "round-robin, or auto (duration with --isolation-durations, else round-robin).",
+        "How the files are split: by duration (from --isolation-durations), round-robin, "
+        "or auto (duration when there are durations).",
         "|".join(STRATEGIES),
         STRATEGIES[0],
     ),
     "isolation_durations": Setting(
-        "A JSON file of each test file's duration (committed: every job reads the same) for "
-        f"--isolation-shard to balance; {_RELATIVE}.",
+        "A committed JSON file of each test file's duration, for sharding by duration.",
         "PATH",
     ),
 }
 
-#: Reruns, known failures and the run report, by dest (= ini key).
-OUTCOMES = {
-    "isolation_retries": Setting(
-        "File mode: run a file whose child failed (failures, errors, crash, timeout) again in a "
-        "fresh process, up to N more times; a test that passes on a retry is reported passed "
-        "and listed as flaky.",
-        "N",
-        "0",
-    ),
-    "isolation_quarantine": Setting(
-        "A file of known failures (node ids, paths or globs, '# reason'); they are reported as "
-        f"quarantined and do not fail the run; {_RELATIVE}.",
-        "PATH",
-    ),
-    "isolation_report": Setting(
-        "Write a JSON run report: each file's outcome, duration, attempts, exit code or signal, "
-        f"test and leak counts; flaky and quarantined tests; shard; versions; {_RELATIVE}.",
-        "PATH",
-    ),
-}
+#: The run report, by dest (= ini key).
+REPORT = Setting(
+    "Write a JSON run report to PATH: each file's outcome, duration and attempts, the "
+    "flaky and quarantined tests.",
+    "PATH",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    RETRY_SCOPE.add(parser, "isolation_retry_scope")
+    for dest, setting in OUTCOMES.items():
+        setting.add(parser, dest)
     for dest, setting in SHARDING.items():
         setting.add(parser, dest)
     add_flag(
         parser,
         "isolation_store_durations",
-        "Write this run's file durations to --isolation-durations (default "
-        "isolation-durations.json in the rootdir), to commit.",
+        "Write this run's test file durations to --isolation-durations (default: "
+        "isolation-durations.json in the rootdir).",
     )
-    for dest, setting in OUTCOMES.items():
-        setting.add(parser, dest)
+    REPORT.add(parser, "isolation_report")
 
 
 def register_quarantine(config: pytest.Config) -> None:

@@ -11,8 +11,11 @@ catches it around its reads.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 from pathlib import Path
+from typing import Literal
 from typing import TypeVar
 
 import pytest
@@ -36,11 +39,20 @@ C = TypeVar("C", bound=str)
 GROUP = ("isolation", "test isolation (pytest-isolation)")
 
 
+#: pytest's ini types for numbers, "int" and "float", came with pytest 8.4; before
+#: it a number's key is a string, and its help says which number it takes.
+TYPED_NUMBERS = pytest.version_tuple[:2] >= (8, 4)
+#: A number's kind, and how the help of a key typed as a string names it.
+Number = Literal["int", "float"]
+NUMBER_WORDS: dict[Number, str] = {"int": "a whole number", "float": "a number"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """An option with an ini key of the same name as its dest, one help text
     for both.  The option's own default is None (False for a flag), so that
-    an option not given falls back to the ini key."""
+    an option not given falls back to the ini key, which is typed: a flag's
+    is a bool, a number's an int or a float (see :data:`TYPED_NUMBERS`)."""
 
     text: str
     #: The option's value in ``--help`` (``off|file``, ``PATH``); empty for a flag.
@@ -49,6 +61,8 @@ class Setting:
     default: str = ""
     #: What an unset default means, in words (``no limit``).
     unset: str = "none"
+    #: The kind of number the option takes, if it takes one.
+    number: Number | None = None
 
     @classmethod
     def of_choices(cls, text: str, choices: tuple[str, ...]) -> Setting:
@@ -64,9 +78,23 @@ class Setting:
             else {"action": "store_true", "default": False}
         )
         parser.getgroup(*GROUP).addoption(name, dest=dest, help=f"{text} (ini {dest}).", **kind)
-        # A flag's key is a string read by boolean(): pytest's bool type names no key.
+        ini_type, default = self._ini_type()
         given = f"read when {name} is not given" if self.metavar else f"{name} turns it on"
-        parser.addini(dest, f"{text}; {given}.", default=self.default)
+        if self.number is not None and ini_type == "string":
+            given = f"{NUMBER_WORDS[self.number]}, {given}"
+        elif self.metavar == "PATH":
+            given = f"relative to the ini file, {given}"
+        parser.addini(dest, f"{text}; {given}.", type=ini_type, default=default)
+
+    def _ini_type(self) -> tuple[Literal["string", "bool", "int", "float"], object]:
+        """The ini key's pytest type and its default of that type (None: unset)."""
+        if not self.metavar:
+            return "bool", TRUTH.get(self.default, False)
+        if self.number is None or not TYPED_NUMBERS:
+            return "string", self.default
+        if not self.default:
+            return self.number, None
+        return self.number, int(self.default) if whole(self.default) else float(self.default)
 
 
 def add_flag(parser: pytest.Parser, dest: str, text: str) -> None:
@@ -105,7 +133,37 @@ def raw(config: pytest.Config, dest: str) -> tuple[str, str]:
     value = config.getoption(dest)
     if value is not None:
         return str(value), flag_of(dest)
-    return str(config.getini(dest)).strip(), f"{dest} (ini)"
+    return ini_text(config, dest), f"{dest} (ini)"
+
+
+def ini_text(config: pytest.Config, dest: str) -> str:
+    """The ini value as text ("" if unset), which each reader checks: a value
+    pytest typed (a number, a bool) written back, and a value pytest refused
+    to convert as the user wrote it, so that the reader's message names the
+    key and the value, not pytest's ``int()``."""
+    try:
+        value = config.getini(dest)
+    except (ValueError, TypeError, pytest.UsageError) as error:
+        return refused_value(error, dest)
+    return "" if value is None else str(value).strip()
+
+
+#: The quoted value that ends pytest's message for an ini value it cannot
+#: convert: ``int()``'s and ``float()``'s own (``...: 'x'``), its truth value
+#: check's (``invalid truth value 'x'``), a TOML value's (``got str: 'x'``).
+REFUSED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")$""")
+
+
+def refused_value(error: Exception, dest: str) -> str:
+    """The value pytest's ``error`` quotes last, stripped; a usage error
+    naming the key and pytest's message when it quotes none (the shapes of
+    pytest's messages are undocumented: ``tests/test_bad_input.py`` and
+    ``tests/test_options_ini.py`` check the usage errors of real runs on
+    every supported pytest, and fail if a release changes them)."""
+    found = REFUSED.search(str(error).rstrip())
+    if found is None:
+        raise pytest.UsageError(f"{dest} (ini): {error}") from None
+    return str(ast.literal_eval(found[1])).strip()
 
 
 def choice(config: pytest.Config, dest: str, choices: tuple[C, ...], default: C | None = None) -> C:
@@ -128,14 +186,14 @@ def one_of(value: str, choices: tuple[C, ...]) -> C | None:
 
 
 #: The truth values an ini key takes, as pytest's ``bool`` ini type reads them.
-TRUTH = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False}
-TRUTH.update({"off": False, "0": False})
+TRUTH = {"true": True, "yes": True, "on": True, "1": True, "y": True, "t": True}
+TRUTH.update({"false": False, "no": False, "off": False, "0": False, "n": False, "f": False})
 
 
 def boolean(config: pytest.Config, dest: str, default: bool = False) -> bool:
-    """A true/false ini key (registered as a string: pytest's own ``bool``
-    type fails with a message that names no key); empty means ``default``."""
-    value = str(config.getini(dest)).strip()
+    """A true/false ini key, of pytest's ``bool`` type (whose own message for
+    a bad value names no key: this one does); empty means ``default``."""
+    value = ini_text(config, dest)
     if not value:
         return default
     if value.lower() not in TRUTH:

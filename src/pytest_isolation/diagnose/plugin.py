@@ -27,14 +27,20 @@ from pytest_isolation.core.xdist import is_worker
 
 #: The search's settings, by dest (= ini key); the victim is this one run's: no key.
 SETTINGS = {
-    "isolation_probes": Setting("--isolation-find-polluter: pytest runs at a time.", "N", "1"),
+    "isolation_probes": Setting(
+        "--isolation-find-polluter: how many pytest processes it runs in parallel.",
+        "N",
+        "1",
+        number="int",
+    ),
     "isolation_find_timeout": Setting(
-        "--isolation-find-polluter: give up after this long.", "SECONDS", unset="no limit"
+        "--isolation-find-polluter: give up after SECONDS.",
+        "SECONDS",
+        unset="no limit",
+        number="float",
     ),
     "isolation_find_json": Setting(
-        "--isolation-find-polluter: write the result as JSON to PATH; an ini value is relative "
-        "to the ini file.",
-        "PATH",
+        "--isolation-find-polluter: write the result as JSON to PATH.", "PATH"
     ),
 }
 
@@ -45,17 +51,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="isolation_find_polluter",
         default=None,
         metavar="NODEID",
-        help="Find the earlier test(s) that make this test fail in the order the given paths "
-        "and options run (or, if it fails alone, the ones it needs), and what they leaked.",
+        help="Find the earlier tests that make this test fail in the suite (or, if it fails "
+        "alone, those it needs), and what they leaked.",
     )
     for dest, setting in SETTINGS.items():
         setting.add(parser, dest)
     add_flag(
         parser,
         "isolation_twice",
-        "Run every test that passes a second time right after the first, in the same "
-        "process, before the leak guard puts anything back; a test whose repeat fails is "
-        "reported as 'passes once, fails when repeated', with what its first run left changed.",
+        "Run each passing test again at once, in the same process, and report those that "
+        "fail when repeated, with what their first run left changed.",
     )
 
 

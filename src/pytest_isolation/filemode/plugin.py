@@ -25,22 +25,19 @@ from pytest_isolation.filemode import placement
 #: File mode's settings with a fixed set of values, by dest (= ini key).
 CHOICES = {
     "isolation_mode": Setting(
-        "file: run every test file in a process of its own; test: every test, forked from "
-        "the run's process once its fixtures above function scope are set up.",
+        "Run each test file (file) or each test (test) in a process of its own, or neither (off).",
         "|".join(MODES),
         MODES[0],
     ),
     "isolation_start": Setting(
-        "How file mode starts a child: fork (from a copy of this process), "
-        "spawn (a fresh interpreter per file), forkserver (forked from one fresh interpreter), "
-        "or auto (fork on Linux, forkserver when threads run, spawn elsewhere).",
+        "How a test file's process starts: fork, spawn, forkserver, or auto (fork on "
+        "Linux, forkserver when threads run, spawn elsewhere).",
         "|".join(START_METHODS),
         START_METHODS[0],
     ),
     "isolation_preload": Setting(
-        "File mode with fork: the fork server does not import what the test "
-        "files import (off), or imports it once before the first child (auto; faster, but every "
-        "file's child shares what those imports made: a temporary directory, the pid, a lock).",
+        "File mode with fork: import what the test files import once, before the first "
+        "file's process (auto: faster, but they share what it made), or not (off).",
         "|".join(PRELOAD),
         PRELOAD[0],
     ),
@@ -49,15 +46,17 @@ CHOICES = {
 #: File mode's limits on a child, by dest (= ini key).
 LIMITS = {
     "isolation_timeout": Setting(
-        "File mode: a file's child may run this long; then its threads' tracebacks are "
-        "dumped, its whole process tree ended and the running test failed.",
+        "File mode: after a test file's process has run SECONDS, fail its running test "
+        "(with every thread's traceback) and end its process tree.",
         "SECONDS",
         unset="no limit",
+        number="float",
     ),
     "isolation_kill_grace": Setting(
-        "After --isolation-timeout, how long the processes get between SIGTERM and SIGKILL.",
+        "At a timeout, the SECONDS between SIGTERM and SIGKILL.",
         "SECONDS",
         "10",
+        number="float",
     ),
 }
 

@@ -17,21 +17,16 @@ from pytest_isolation.core.settings import Settings
 
 #: The guard's policy, by dest (= ini key).
 LEAKS = Setting(
-    "Leak guard: warn, error or quiet restore process-wide state a test, "
-    "fixture or test module import leaves changed (mock patches, sys.modules, module "
-    "attributes, os.environ, cwd, sys.path, logging, signals, ...); warn also warns, error "
-    "fails the test; off does nothing.",
+    "Leak guard: put back what a test leaves changed (mock patches, os.environ, module "
+    "globals, ...) and warn, fail the test (error) or only count it (quiet); off: no guard.",
     "|".join(LEAK_POLICIES),
     LEAK_POLICIES[0],
 )
 
 #: The deep tier, as ``guard/snapshots.py`` and ``guard/watch.py`` switch it on.
 DEEP = Setting(
-    "Leak guard, deep tier: also the project's class-level containers mutated in place, "
-    "containers held in any module-level one (not only in one bound to an UPPER_CASE name), "
-    "and higher-scoped fixture values mutated in place by a test that requested them "
-    "(module-level containers, named loggers' handlers and lazily initialised globals are "
-    "checked without it).",
+    "Leak guard: also check containers mutated in place in classes, nested containers "
+    "and higher-scoped fixture values (slower).",
     default="false",
 )
 

@@ -15,9 +15,8 @@ from pytest_isolation.core.settings import Settings
 from pytest_isolation.lint import ALLOW_INI
 
 LINT_SETTING = Setting.of_choices(
-    "Isolation lint of test files and conftests when collected (hard-coded "
-    "temporary paths, os.chdir or os.environ writes without a restore, mocks installed at "
-    "import time, ...): warn, error (their collection fails) or off.",
+    "Check test files and conftests, when collected, for isolation mistakes (mocks at "
+    "import time, /tmp paths, ...): warn, error (fail their collection) or off.",
     LINT,
 )
 

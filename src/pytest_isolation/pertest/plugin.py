@@ -35,22 +35,24 @@ MAX_MEGABYTES = 1_000_000.0
 #: The limits of a test's process, by dest (= ini key).
 LIMITS = {
     "isolation_test_timeout": Setting(
-        "A test in a process of its own may run this long (0: no limit); then its "
-        "threads' stacks are shown, its processes ended and the test failed; the next test runs.",
+        "A test in a process of its own fails after SECONDS (0: no limit), with its "
+        "threads' stacks.",
         "SECONDS",
         unset="no limit",
+        number="float",
     ),
     "isolation_test_memory": Setting(
-        "A test in a process of its own may grow its process's memory (address space) by this "
-        "many megabytes (0: no limit); an allocation over it fails with MemoryError (Linux).",
+        "A test in a process of its own may grow its memory by MB megabytes (0: no "
+        "limit; Linux): more raises MemoryError.",
         "MB",
         unset="no limit",
+        number="float",
     ),
     "isolation_test_cpu": Setting(
-        "A test in a process of its own may use this much CPU time, in whole seconds rounded "
-        "up (0: no limit); then SIGXCPU ends its process and the test fails.",
+        "A test in a process of its own fails after SECONDS of CPU time (0: no limit).",
         "SECONDS",
         unset="no limit",
+        number="float",
     ),
 }
 

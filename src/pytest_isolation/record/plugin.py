@@ -19,9 +19,8 @@ if TYPE_CHECKING:  # the record is imported when this run records
     from pytest_isolation.record.recording import ReportHolder
 
 RECORD_SETTING = Setting.of_choices(
-    "Record which project functions each test file's tests execute, for "
-    "--isolation-scope=recorded, in pytest's cache and the run report: in file mode (auto), "
-    "also in a plain run (on; costlier there), or never (off).",
+    "Record what each test file's tests execute, for --isolation-scope=recorded: in "
+    "file mode (auto), in any run (on), or never (off).",
     RECORD,
 )
 

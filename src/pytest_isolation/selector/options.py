@@ -34,51 +34,53 @@ CAPS = (
 #: --isolation-since and --isolation-dry-run say what this one run does: no key.
 SETTINGS = {
     "isolation_scope": Setting(
-        "Selector: recorded (the tests whose recorded run executed what changed), convention "
-        "(tests named after the file), graph (also tests importing it), impact (also through "
-        "other modules), all (the whole suite, only where "
-        f"{ALLOW_ALL_ENV} allows it), or auto (recorded where a record of this Python and "
-        "these packages exists, else impact).",
+        "Selector: match test files to a change by what they ran (recorded), their name "
+        "(convention), imports (graph), imports of imports (impact), or all; auto: "
+        "recorded, else impact.",
         "|".join(SCOPE_CHOICES),
         DEFAULT_SCOPE,
     ),
     "isolation_max_sources": Setting(
-        "Selector: at most N changed files; over it, nothing runs.", "N", "50"
+        "Selector: refuse, running nothing, over N changed files.", "N", "50", number="int"
     ),
     "isolation_max_test_files": Setting(
-        "Selector: at most N selected test files; over it, nothing runs.", "N", "50"
+        "Selector: refuse, running nothing, over N selected test files.",
+        "N",
+        "50",
+        number="int",
     ),
     "isolation_max_items": Setting(
-        "Selector: at most N tests after collection, -k and -m; over it, nothing runs.",
+        "Selector: refuse, running nothing, over N selected tests (after -k and -m).",
         "N",
         unset="no cap",
+        number="int",
     ),
     "isolation_max_depth": Setting(
-        "Selector: at most N import steps between a test file and a changed file.",
+        "Selector: follow at most N imports from a test file to a changed file.",
         "N",
         unset="no limit",
+        number="int",
     ),
     "isolation_allow_empty": Setting(
-        "Selector: exit 0 when no test file maps to the changed files (else 5).",
+        "Selector: exit 0, not 5, when no test file matches the changed files.",
         default="false",
     ),
     "isolation_unmapped": Setting(
-        "Selector: what a changed non-Python file does.",
+        "Selector: what a changed file that is not Python does: refuse (error), warn, or "
+        "nothing (ignore).",
         "|".join(UNMAPPED_CHOICES),
         UNMAPPED_CHOICES[0],
     ),
     "isolation_explain": Setting(
-        "Selector: show for each selected test file how it was found.", default="false"
+        "Selector: show why each test file was selected.", default="false"
     ),
     "isolation_record_from": Setting(
-        "Selector: read the record of what each test file executed from this run report "
-        "(--isolation-report, or shards' reports merged) instead of pytest's cache; an ini "
-        "value is relative to the ini file.",
+        "Selector: read the record of what each test file ran from this run report "
+        "(e.g. the shards' merged) instead of pytest's cache.",
         "PATH",
     ),
     "isolation_json": Setting(
-        "Selector: write the decision (also a refusal) as JSON to PATH; an ini value is "
-        "relative to the ini file.",
+        "Selector: write the selection (or the refusal) as JSON to PATH.",
         "PATH",
     ),
 }
@@ -92,16 +94,16 @@ def add_options(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="Selector: run the test files that exercise this changed file or directory "
-        "(repeatable; @FILE reads one path per line, - reads stdin).",
+        help="Selector: run only the test files that exercise this changed file or directory "
+        "(repeatable; @FILE: one path a line; -: stdin).",
     )
     group.addoption(
         "--isolation-since",
         dest="isolation_since",
         default=None,
         metavar="REF",
-        help="Selector: also the files changed since the git REF (committed, staged, "
-        "unstaged, untracked).",
+        help="Selector: run only the test files that exercise the files changed since the "
+        "git REF, uncommitted and untracked ones too.",
     )
     add_flag(
         parser,
