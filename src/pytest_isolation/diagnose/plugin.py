@@ -27,7 +27,11 @@ from pytest_isolation.core.xdist import is_worker
 
 #: The search's settings, by dest (= ini key); the victim is this one run's: no key.
 SETTINGS = {
-    "isolation_probes": Setting("--isolation-find-polluter: pytest runs at a time.", "N", "1"),
+    "isolation_probes": Setting(
+        "--isolation-find-polluter: pytest runs at a time.",
+        "N",
+        unset="2 when this process may use 2 or more cores, else 1",
+    ),
     "isolation_find_timeout": Setting(
         "--isolation-find-polluter: give up after this long.", "SECONDS", unset="no limit"
     ),
