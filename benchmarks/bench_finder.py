@@ -1,17 +1,26 @@
 """Benchmark of ``--isolation-find-polluter`` against detect-test-pollution.
 
-Generates a suite of 300 trivial tests (30 files x 10) in which one test in the middle
-(``tests/test_f13.py::test_t4``) sets ``os.environ["POLLUTED"]``, plus a victim that runs
-last (``tests/test_zz_victim.py::test_victim``) and fails when that variable is set. Then,
-in ``--runs`` interleaved rounds, it asks each tool for the polluter:
+Generates suites (``--samples``) in which one earlier test sets
+``os.environ["POLLUTED"]`` and a victim that runs last fails when that variable is set:
 
-* ``isolation N=1``: ``python -m pytest -p isolation -p no:randomly
-  --isolation-find-polluter=VICTIM --isolation-probes=1 tests``;
-* ``isolation N=2``: the same with ``--isolation-probes=2`` (two probes at a time);
+* ``300``: 300 trivial tests (30 files x 10), the polluter in the middle
+  (``tests/test_f13.py::test_t4``), the victim in a file of its own
+  (``tests/test_zz_victim.py::test_victim``);
+* ``7-other-file``: 7 tests in two files, the polluter in the file before the victim's;
+* ``7-same-file``: 7 tests in two files, the polluter in the victim's file;
+* ``7-one-file``: 7 tests in one file.
+
+Then, in ``--runs`` interleaved rounds per sample, it asks each tool for the polluter:
+
+* ``isolation``: ``python -m pytest -p isolation -p no:randomly
+  --isolation-find-polluter=VICTIM tests`` (its default number of probes at a time);
+* ``isolation N=1`` / ``isolation N=2``: the same with ``--isolation-probes=1`` / ``=2``;
+* ``isolation before N=1`` / ``N=2``: the same commands with the plugin's sources of
+  ``--before SRC`` first on ``PYTHONPATH`` (the probes inherit it), when given;
 * ``detect-test-pollution``: ``detect-test-pollution --failing-test VICTIM --tests tests``
   (the console script next to this interpreter; ``pip install detect-test-pollution``);
 
-plus two plain pytest runs for reference (the victim alone, and the whole suite).
+plus plain pytest runs for reference (the victim alone, and the whole suite).
 
 Every run is checked: exit status 0 and exactly the expected polluter, or the benchmark stops
 with exit status 1. The pytest runs each tool makes are counted twice: from its output (the
@@ -21,7 +30,8 @@ configured pytest session to a log file; the two counts must agree.
 See ``benchmarks/README.md``. Run with the interpreter that has pytest, the plugin and
 detect-test-pollution installed::
 
-    .venv/bin/python benchmarks/bench_finder.py [--runs 5] [--json PATH] > report.md
+    .venv/bin/python benchmarks/bench_finder.py [--runs 5] [--samples 300,7-one-file]
+        [--before OLD/src] [--json PATH] > report.md
 
 Standard library only: pytest and both tools only ever run in subprocesses.
 """
@@ -29,6 +39,7 @@ Standard library only: pytest and both tools only ever run in subprocesses.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import importlib.metadata
 import itertools
@@ -50,15 +61,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+V_TESTS = ["test_v0", "test_v1", "test_v2", "test_victim"]
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_WORKDIR = BENCH_DIR / ".work"
 
-FILES = 30
-TESTS = 10
-POLLUTER_AT = (13, 4)  # file index, test index
-POLLUTER = f"tests/test_f{POLLUTER_AT[0]:02d}.py::test_t{POLLUTER_AT[1]}"
-VICTIM = "tests/test_zz_victim.py::test_victim"
-PRECEDING = FILES * TESTS
 TIMEOUT = 900.0
 ROUND_GAP = 0.1  # s: probe lines further apart than this came from different batches
 RUNLOG_ENV = "BENCH_FINDER_RUNLOG"
@@ -67,9 +73,9 @@ SCRUBBED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 ISOLATION_FIXED = (
     "collection",
     "victim alone",
-    "all preceding + victim",
+    "all preceding + victim (now in the collection's run)",
     "leak report",
-    "file-mode check",
+    "file-mode check (polluter in another file only)",
 )
 DTP_FIXED = ("collection", "victim alone", "all preceding + victim", "double check")
 
@@ -97,7 +103,55 @@ class BenchError(Exception):
 # --------------------------------------------------------------------------- suite
 
 
-def generate(root: Path) -> None:
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """A generated suite: test files (name -> test names) in order, the polluter, the victim."""
+
+    what: str
+    files: dict[str, list[str]]
+    polluter: str
+    victim: str
+
+    @property
+    def preceding(self) -> int:
+        return sum(map(len, self.files.values())) - 1
+
+
+def _sample_300() -> Sample:
+    files = {f"test_f{f:02d}.py": [f"test_t{t}" for t in range(10)] for f in range(30)}
+    files["test_zz_victim.py"] = ["test_victim"]
+    return Sample(
+        "30 files x 10 trivial tests, the polluter in the middle, the victim in a file of its own",
+        files,
+        "tests/test_f13.py::test_t4",
+        "tests/test_zz_victim.py::test_victim",
+    )
+
+
+SAMPLES = {
+    "300": _sample_300(),
+    "7-other-file": Sample(
+        "7 tests in 2 files, the polluter in the file before the victim's",
+        {"test_a.py": ["test_a0", "test_a1", "test_a2"], "test_v.py": V_TESTS},
+        "tests/test_a.py::test_a1",
+        "tests/test_v.py::test_victim",
+    ),
+    "7-same-file": Sample(
+        "7 tests in 2 files, the polluter in the victim's file",
+        {"test_a.py": ["test_a0", "test_a1", "test_a2"], "test_v.py": V_TESTS},
+        "tests/test_v.py::test_v1",
+        "tests/test_v.py::test_victim",
+    ),
+    "7-one-file": Sample(
+        "7 tests in 1 file",
+        {"test_v.py": [f"test_v{t}" for t in range(6)] + ["test_victim"]},
+        "tests/test_v.py::test_v2",
+        "tests/test_v.py::test_victim",
+    ),
+}
+
+
+def generate(root: Path, sample: Sample) -> None:
     """The suite, afresh, with its own ``pytest.ini`` (so ``root`` is pytest's rootdir)."""
     if root.exists():
         shutil.rmtree(root)
@@ -105,16 +159,16 @@ def generate(root: Path) -> None:
     tests.mkdir(parents=True)
     (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     (root / "conftest.py").write_text(CONFTEST, encoding="utf-8")
-    for f in range(FILES):
+    for name, names in sample.files.items():
         parts = ["import os\n"]
-        for t in range(TESTS):
-            body = 'os.environ["POLLUTED"] = "1"' if (f, t) == POLLUTER_AT else "pass"
-            parts.append(f"\ndef test_t{t}():\n    {body}\n")
-        (tests / f"test_f{f:02d}.py").write_text("\n".join(parts), encoding="utf-8")
-    (tests / "test_zz_victim.py").write_text(
-        'import os\n\n\ndef test_victim():\n    assert "POLLUTED" not in os.environ\n',
-        encoding="utf-8",
-    )
+        for test in names:
+            nodeid = f"tests/{name}::{test}"
+            body = {
+                sample.polluter: 'os.environ["POLLUTED"] = "1"',
+                sample.victim: 'assert "POLLUTED" not in os.environ',
+            }.get(nodeid, "pass")
+            parts.append(f"\ndef {test}():\n    {body}\n")
+        (tests / name).write_text("\n".join(parts), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- tools
@@ -137,7 +191,8 @@ def dtp_executable() -> str:
     return found
 
 
-def commands(dtp: str) -> dict[str, list[str]]:
+def commands(dtp: str, sample: Sample, before: bool) -> dict[str, list[str]]:
+    victim = sample.victim
     isolation = [
         sys.executable,
         "-m",
@@ -146,21 +201,30 @@ def commands(dtp: str) -> dict[str, list[str]]:
         "isolation",
         "-p",
         "no:randomly",
-        f"--isolation-find-polluter={VICTIM}",
+        f"--isolation-find-polluter={victim}",
     ]
     plain = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     plugin = ["-p", "isolation", "--isolation-leaks=off"]  # as in pytest-isolation's probes
-    return {
+    found = {
+        "isolation": [*isolation, "tests"],
         "isolation N=1": [*isolation, "--isolation-probes=1", "tests"],
         "isolation N=2": [*isolation, "--isolation-probes=2", "tests"],
-        "detect-test-pollution": [dtp, "--failing-test", VICTIM, "--tests", "tests"],
-        "pytest: victim alone": [*plain, VICTIM],
-        "pytest -p isolation: victim alone": [*plain, *plugin, VICTIM],
+        "detect-test-pollution": [dtp, "--failing-test", victim, "--tests", "tests"],
+        "pytest: victim alone": [*plain, victim],
+        "pytest -p isolation: victim alone": [*plain, *plugin, victim],
         "pytest: whole suite": [*plain, "tests"],
     }
+    if before:
+        found["isolation before N=1"] = found["isolation N=1"]
+        found["isolation before N=2"] = found["isolation N=2"]
+    return found
 
 
-TOOLS = ("isolation N=1", "isolation N=2", "detect-test-pollution")
+def tools(before: bool) -> tuple[str, ...]:
+    olds = ("isolation before N=1", "isolation before N=2") if before else ()
+    return ("isolation", "isolation N=1", "isolation N=2", *olds, "detect-test-pollution")
+
+
 REFERENCES = ("pytest: victim alone", "pytest -p isolation: victim alone", "pytest: whole suite")
 
 
@@ -230,7 +294,7 @@ def _arrival(result: dict[str, Any], pattern: str) -> float:
 def phases(name: str, result: dict[str, Any]) -> dict[str, float]:
     """The wall time before, during and after the search, from the output lines' arrival."""
     if name.startswith("isolation"):
-        begin = _arrival(result, r"^isolation: after all \d+ tests before it, it fails: bisecting")
+        begin = _arrival(result, r"^isolation: after all \d+ tests? before it, it fails: bisecting")
         end = _arrival(result, r"^isolation: polluter: ")
         # A batch of parallel probes reports all its lines at once, when the batch is done.
         stamps = [t for t, text in result["lines"] if re.match(r"isolation: probe \d+\b", text)]
@@ -254,52 +318,61 @@ def _fail(name: str, result: dict[str, Any], why: str) -> BenchError:
     )
 
 
-def check_isolation(name: str, result: dict[str, Any]) -> dict[str, Any]:
+def check_isolation(name: str, result: dict[str, Any], sample: Sample) -> dict[str, Any]:
     out = result["stdout"]
-    probes = len(re.findall(r"^isolation: probe \d+\b.*: after \d+ tests? it ", out, re.M))
-    found = re.search(r"^isolation: polluter: (\S+) \((\d+) probes\)$", out, re.M)
+    probes = len(re.findall(r"^isolation: probe \d+\b", out, re.M))
+    found = re.search(r"^isolation: polluter: (\S+) \((\d+) probes?\)$", out, re.M)
     if result["code"] != 0 or found is None:
         raise _fail(name, result, "no polluter found")
-    if found[1] != POLLUTER:
-        raise _fail(name, result, f"WRONG polluter {found[1]!r}, expected {POLLUTER!r}")
-    if int(found[2]) != probes:
+    if found[1] != sample.polluter:
+        raise _fail(name, result, f"WRONG polluter {found[1]!r}, expected {sample.polluter!r}")
+    if int(found[2]) != probes - 1:  # the probe without it comes after that line
         raise _fail(name, result, f"says {found[2]} probes but printed {probes} probe lines")
     sessions = result["sessions"]
+    apart = sample.polluter.split("::")[0] != sample.victim.split("::")[0]
+    # The run that says the order: a collection, or (since issue 49 item 6) the suite's
+    # paths run up to the victim.
+    ordering = sum("--collect-only" in s or s[-1:] == ["tests"] for s in sessions)
     kinds = {
-        "collection": sum("--collect-only" in s for s in sessions),
-        "leak report": sum("--isolation-leaks=warn" in s for s in sessions),
-        "file-mode check": sum("--isolation-mode=file" in s for s in sessions),
+        "collection": (ordering, 1),
+        "leak report": (sum("--isolation-leaks=warn" in s for s in sessions), 1),
+        "file-mode check": (sum("--isolation-mode=file" in s for s in sessions), int(apart)),
     }
-    if any(count != 1 for count in kinds.values()):
+    if any(count != wanted for count, wanted in kinds.values()):
         raise _fail(name, result, f"unexpected fixed runs in the session log: {kinds}")
-    if len(sessions) != probes + len(ISOLATION_FIXED):
+    fixed = len(sessions) - probes
+    most = len(ISOLATION_FIXED) - (not apart)
+    if not most - 1 <= fixed <= most:
         raise _fail(
             name,
             result,
             f"{len(sessions)} pytest sessions logged; expected {probes} probes + "
-            f"{len(ISOLATION_FIXED)} fixed runs",
+            f"{most - 1} or {most} fixed runs",
         )
     return {
         "found": found[1],
         "probes": probes,
-        "fixed": len(ISOLATION_FIXED),
+        "fixed": fixed,
         "sessions": len(sessions),
         "leak_reported": "os.environ['POLLUTED']" in out,
-        "file_mode_prevents": "--isolation-mode=file prevents it" in out,
+        "file_mode_right": (
+            "--isolation-mode=file prevents it" if apart else "they are in the same file"
+        )
+        in out,
     }
 
 
-def check_dtp(name: str, result: dict[str, Any]) -> dict[str, Any]:
+def check_dtp(name: str, result: dict[str, Any], sample: Sample) -> dict[str, Any]:
     out = result["stdout"]
     steps = len(re.findall(r"^running step \d+:$", out, re.M))
     found = re.search(r"^-> the polluting test is: (\S+)$", out, re.M)
     discovered = re.search(r"^-> discovered (\d+) tests!$", out, re.M)
     if result["code"] != 0 or found is None:
         raise _fail(name, result, "no polluter found")
-    if found[1] != POLLUTER:
-        raise _fail(name, result, f"WRONG polluter {found[1]!r}, expected {POLLUTER!r}")
-    if discovered is None or int(discovered[1]) != PRECEDING + 1:
-        raise _fail(name, result, f"did not discover the {PRECEDING + 1} tests")
+    if found[1] != sample.polluter:
+        raise _fail(name, result, f"WRONG polluter {found[1]!r}, expected {sample.polluter!r}")
+    if discovered is None or int(discovered[1]) != sample.preceding + 1:
+        raise _fail(name, result, f"did not discover the {sample.preceding + 1} tests")
     sessions = result["sessions"]
     if len(sessions) != steps + len(DTP_FIXED):
         raise _fail(
@@ -316,23 +389,24 @@ def check_dtp(name: str, result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_reference(name: str, result: dict[str, Any]) -> dict[str, Any]:
+def check_reference(name: str, result: dict[str, Any], sample: Sample) -> dict[str, Any]:
     last = (result["stdout"].strip().splitlines() or [""])[-1]
     if name.endswith("victim alone"):
         good = result["code"] == 0 and re.match(r"1 passed in ", last)
     else:
-        good = result["code"] == 1 and re.match(rf"1 failed, {PRECEDING} passed in ", last)
+        wanted = rf"1 failed, {sample.preceding} passed in "
+        good = result["code"] == 1 and re.match(wanted, last)
     if not good:
         raise _fail(name, result, f"unexpected outcome: {last!r}")
     return {"sessions": len(result["sessions"])}
 
 
-def check(name: str, result: dict[str, Any]) -> dict[str, Any]:
+def check(name: str, result: dict[str, Any], sample: Sample) -> dict[str, Any]:
     if name.startswith("isolation"):
-        return check_isolation(name, result)
+        return check_isolation(name, result, sample)
     if name == "detect-test-pollution":
-        return check_dtp(name, result)
-    return check_reference(name, result)
+        return check_dtp(name, result, sample)
+    return check_reference(name, result, sample)
 
 
 # --------------------------------------------------------------------------- report
@@ -369,7 +443,7 @@ def _span(values: Sequence[int]) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
-def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def summarize(results: dict[str, list[dict[str, Any]]], names: Sequence[str]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     dtp_times = [r["seconds"] for r in results["detect-test-pollution"]]
     for name, rows in results.items():
@@ -380,19 +454,17 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "min": min(times),
             "max": max(times),
         }
-        if name in TOOLS:
+        if name in names:
             entry["probes"] = [r["probes"] for r in rows]
             entry["fixed"] = rows[0]["fixed"]
             entry["sessions"] = [r["sessions"] for r in rows]
             entry["found"] = sorted({r["found"] for r in rows})
             if name.startswith("isolation"):
                 entry["leak_reported"] = sum(r["leak_reported"] for r in rows)
-                entry["file_mode_prevents"] = sum(r["file_mode_prevents"] for r in rows)
+                entry["file_mode_right"] = sum(r["file_mode_right"] for r in rows)
             for phase in ("before", "search", "after"):
                 entry[phase] = statistics.median(r[phase] for r in rows)
-            entry["search_per_probe"] = statistics.median(r["search"] / r["probes"] for r in rows)
             entry["rounds"] = [r["rounds"] for r in rows]
-            entry["search_per_round"] = statistics.median(r["search"] / r["rounds"] for r in rows)
             entry["ratio_of_medians"] = entry["median"] / statistics.median(dtp_times)
             entry["round_ratios"] = [t / d for t, d in zip(times, dtp_times, strict=True)]
             entry["median_round_ratio"] = statistics.median(entry["round_ratios"])
@@ -400,9 +472,9 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return summary
 
 
-def render(meta: dict[str, Any], summary: dict[str, Any], runs: int) -> str:
+def render_head(meta: dict[str, Any], runs: int) -> list[str]:
     pdwb = meta["PYTHONDONTWRITEBYTECODE"]
-    lines = [
+    return [
         "# pytest-isolation polluter-finder benchmark",
         "",
         f"- command: `{meta['command']}`",
@@ -415,75 +487,79 @@ def render(meta: dict[str, Any], summary: dict[str, Any], runs: int) -> str:
         "- environment of the runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, PYTHONUNBUFFERED=1, "
         f"PYTHONDONTWRITEBYTECODE={'unset' if pdwb is None else pdwb}"
         + (f"; removed: {', '.join(meta['scrubbed_env'])}" if meta["scrubbed_env"] else ""),
-        f"- suite: {FILES} files x {TESTS} trivial tests, polluter `{POLLUTER}` "
-        f"(sets `os.environ['POLLUTED']`), victim `{VICTIM}` runs last "
-        f"({PRECEDING + 1} tests collected); log2({PRECEDING}) = "
-        f"{math.log2(PRECEDING):.1f}",
-        f"- {runs} interleaved round(s), the order rotated every round, after one untimed "
-        "whole-suite run; wall clock of each command",
+        f"- {runs} interleaved round(s) per sample, the order rotated every round, after one "
+        "untimed whole-suite run; wall clock of each command",
+        "- `isolation` is the finder with its default number of probes at a time (2 here); "
+        + (
+            f"`isolation before` is the plugin's sources at {meta['before']}"
+            if meta.get("before")
+            else "no `isolation before` runs"
+        ),
+        "- search probes: pytest-isolation's `isolation: probe N` lines (with the probe without "
+        "the polluter); detect-test-pollution's `running step N:` lines. fixed runs: "
+        f"pytest-isolation {', '.join(ISOLATION_FIXED)}; detect-test-pollution "
+        f"{', '.join(DTP_FIXED)}. pytest sessions: counted by a `conftest.py` in the suite that "
+        "logs every configured session; checked to equal search probes + fixed runs. "
+        "pytest-isolation's own `pytest` process, which drives the search, is one more start-up.",
+        "- before the search: until `...: bisecting` / `running step 1:`; search: until "
+        "`isolation: polluter:` / `double checking we found it...`; after: the rest. The "
+        "finder now runs the check of the test found together with the leak report, the "
+        "file-mode check and the probe without it, so part of that work falls in its search.",
+    ]
+
+
+def render_sample(
+    key: str, sample: Sample, summary: dict[str, Any], names: Sequence[str], runs: int
+) -> list[str]:
+    lines = [
+        "",
+        f"## Sample `{key}`: {sample.what}",
+        "",
+        f"Polluter `{sample.polluter}`, victim `{sample.victim}` "
+        f"({sample.preceding} tests before it; log2 = {math.log2(sample.preceding):.1f}).",
         "",
         "| tool | median s | min s | max s | median / median(dtp) | median of per-round "
-        "ratios | search probes | fixed runs | pytest sessions | polluter found |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "ratios | search probes | probe rounds | fixed runs | pytest sessions | before | "
+        "search | after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in TOOLS:
+    for name in names:
         e = summary[name]
         lines.append(
             f"| {name} | {e['median']:.2f} | {e['min']:.2f} | {e['max']:.2f} | "
             f"{e['ratio_of_medians']:.2f} | {e['median_round_ratio']:.2f} | "
-            f"{_span(e['probes'])} | {e['fixed']} | {_span(e['sessions'])} | "
-            f"`{', '.join(e['found'])}` (right) |"
+            f"{_span(e['probes'])} | {_span(e['rounds'])} | {e['fixed']} | "
+            f"{_span(e['sessions'])} | {e['before']:.2f} | {e['search']:.2f} | "
+            f"{e['after']:.2f} |"
         )
     for name in REFERENCES:
         e = summary[name]
         lines.append(
             f"| {name} (reference) | {e['median']:.2f} | {e['min']:.2f} | {e['max']:.2f} "
-            "| | | | | 1 | |"
+            "| | | | | | 1 | | | |"
         )
-    leaks = sum(summary[n]["leak_reported"] for n in TOOLS[:2])
-    prevents = sum(summary[n]["file_mode_prevents"] for n in TOOLS[:2])
+    isolations = [n for n in names if n.startswith("isolation")]
+    leaks = sum(summary[n]["leak_reported"] for n in isolations)
+    right = sum(summary[n]["file_mode_right"] for n in isolations)
+    total = len(isolations) * runs
+    ratios = "; ".join(
+        f"{n} " + ", ".join(f"{r:.2f}" for r in summary[n]["round_ratios"])
+        for n in names
+        if n != "detect-test-pollution"
+    )
     lines += [
         "",
-        "- search probes: pytest-isolation's `isolation: probe N:` lines (files first, then "
-        "the tests of the file found; each stage ends with a confirming probe); "
-        "detect-test-pollution's `running step N:` lines (plain bisection of the test list).",
-        f"- fixed runs: pytest-isolation {', '.join(ISOLATION_FIXED)}; detect-test-pollution "
-        f"{', '.join(DTP_FIXED)}. pytest-isolation's own `pytest` process, which drives the "
-        "search, is one more pytest start-up (it configures no session); "
-        "detect-test-pollution's driver is a plain Python process.",
-        "- pytest sessions: counted by a `conftest.py` in the suite that logs every configured "
-        "session; checked to equal search probes + fixed runs.",
-        f"- pytest-isolation's leak report named `os.environ['POLLUTED']` in "
-        f"{leaks} of {2 * runs} runs, and its file-mode check said `--isolation-mode=file "
-        f"prevents it` in {prevents} of {2 * runs}.",
+        f"Every run found `{sample.polluter}`. The finder's leak report named "
+        f"`os.environ['POLLUTED']` in {leaks} of {total} runs, and its file-mode line was right "
+        f"in {right} of {total}. Per-round ratios to detect-test-pollution: {ratios}.",
     ]
-    lines += [
-        "",
-        "Where the time goes (medians over the rounds, seconds; from when each tool's progress "
-        "lines arrived, so the three parts need not add up to the median total):",
-        "",
-        "| tool | before the search | search | probe rounds | search / probe | search / round "
-        "| after the search |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name in TOOLS:
-        e = summary[name]
-        lines.append(
-            f"| {name} | {e['before']:.2f} | {e['search']:.2f} | {_span(e['rounds'])} | "
-            f"{e['search_per_probe']:.2f} | {e['search_per_round']:.2f} | {e['after']:.2f} |"
-        )
-    lines += [
-        "",
-        "- before the search: the tool's own start-up, collection, the victim alone and all "
-        "preceding tests + victim (pytest-isolation: until `...: bisecting`; "
-        "detect-test-pollution: until `running step 1:`).",
-        "- search: the probes (until `isolation: polluter:` / `double checking we found it...`). "
-        "probe rounds: sequential batches of probes (with N=2 up to two run at a time; told "
-        f"apart by their lines arriving more than {ROUND_GAP:g} s apart); search / probe and "
-        "search / round are wall time.",
-        "- after the search: pytest-isolation's leak report and file-mode check, and printing the "
-        "answer; detect-test-pollution's double check.",
-    ]
+    return lines
+
+
+def render(meta: dict[str, Any], data: dict[str, Any], names: Sequence[str], runs: int) -> str:
+    lines = render_head(meta, runs)
+    for key, entry in data.items():
+        lines += render_sample(key, SAMPLES[key], entry["summary"], names, runs)
     return "\n".join(lines) + "\n"
 
 
@@ -494,15 +570,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument(
+        "--samples",
+        default=",".join(SAMPLES),
+        help=f"comma-separated, from {', '.join(SAMPLES)} (default: all)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="the src/ folder of another pytest-isolation (an older commit's worktree) to "
+        "run as 'isolation before'",
+    )
+    parser.add_argument(
         "--workdir",
         type=Path,
         default=DEFAULT_WORKDIR,
-        help="the suite is generated in WORKDIR/finder (default benchmarks/.work)",
+        help="the suites are generated in WORKDIR/finder-SAMPLE (default benchmarks/.work)",
     )
     parser.add_argument("--json", type=Path, help="also write raw times and counts as JSON")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    args.samples = args.samples.split(",")
+    unknown = [key for key in args.samples if key not in SAMPLES]
+    if unknown:
+        parser.error(f"unknown samples: {', '.join(unknown)}")
+    if args.before is not None and not (args.before / "pytest_isolation").is_dir():
+        parser.error(f"--before {args.before}: no pytest_isolation package there")
     return args
 
 
@@ -511,48 +604,58 @@ def progress(message: str) -> None:
     sys.stderr.flush()
 
 
-def bench(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    root = args.workdir.resolve() / "finder"
+def bench_sample(
+    key: str, args: argparse.Namespace, env: dict[str, str], dtp: str
+) -> dict[str, Any]:
+    sample = SAMPLES[key]
+    root = args.workdir.resolve() / f"finder-{key}"
     log = args.workdir.resolve() / "finder-sessions.jsonl"
-    generate(root)
-    env, removed = build_env()
-    meta = collect_meta(env, removed)
-    cmds = commands(dtp_executable())
-    names = [*TOOLS, *REFERENCES]
+    generate(root, sample)
+    before = args.before is not None
+    cmds = commands(dtp, sample, before)
+    old = {**env, "PYTHONPATH": str(args.before.resolve())} if before else env
+    envs = {name: old if " before " in name else env for name in cmds}
+    names = [*tools(before), *REFERENCES]
 
-    progress("warm-up: pytest: whole suite (untimed)")
-    check("pytest: whole suite", run(cmds["pytest: whole suite"], root, env, log))
+    progress(f"{key}: warm-up: pytest: whole suite (untimed)")
+    check("pytest: whole suite", run(cmds["pytest: whole suite"], root, env, log), sample)
 
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for index in range(args.runs):
         order = names[index % len(names) :] + names[: index % len(names)]
         for name in order:
-            result = run(cmds[name], root, env, log)
-            row = check(name, result)
+            result = run(cmds[name], root, envs[name], log)
+            row = check(name, result, sample)
             row["seconds"] = result["seconds"]
-            if name in TOOLS:
+            if name in cmds and name not in REFERENCES:
                 row.update(phases(name, result))
             row["round"] = index + 1
             row["position"] = order.index(name) + 1
             results[name].append(row)
             extra = f", {row['probes']} probes" if "probes" in row else ""
-            progress(f"round {index + 1}/{args.runs}: {name}: {result['seconds']:.2f} s{extra}")
+            progress(
+                f"{key} round {index + 1}/{args.runs}: {name}: {result['seconds']:.2f} s{extra}"
+            )
     if log.exists():
         log.unlink()
-    settings = {"runs": args.runs, "suite": str(root), "commands": cmds, "timeout": TIMEOUT}
-    return meta, settings, {"rounds": results, "summary": summarize(results)}
+    settings = {"suite": str(root), "commands": cmds}
+    return {"settings": settings, "rounds": results, "summary": summarize(results, tools(before))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    env, removed = build_env()
+    meta = collect_meta(env, removed)
+    meta["before"] = None if args.before is None else str(args.before)
     try:
-        meta, settings, data = bench(args)
+        dtp = dtp_executable()
+        data = {key: bench_sample(key, args, env, dtp) for key in args.samples}
     except BenchError as error:
         progress(f"bench_finder: FAILED: {error}")
         return 1
-    sys.stdout.write(render(meta, data["summary"], args.runs))
+    sys.stdout.write(render(meta, data, tools(args.before is not None), args.runs))
     if args.json:
-        payload = {"meta": meta, "settings": settings, **data}
+        payload = {"meta": meta, "runs": args.runs, "timeout": TIMEOUT, "samples": data}
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 

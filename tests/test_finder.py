@@ -5,6 +5,7 @@ its own."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 import pytest
@@ -17,6 +18,7 @@ from pytest_isolation.diagnose.bisection import minimal
 from pytest_isolation.diagnose.bisection import one
 from pytest_isolation.diagnose.bisection import search
 from pytest_isolation.diagnose.bisection import split
+from pytest_isolation.diagnose.probing import default_width
 
 FILLER = "def test_one(): pass\ndef test_two(): pass\n"
 VICTIM = """
@@ -93,6 +95,67 @@ def test_a_polluter_in_another_file(pytester: pytest.Pytester) -> None:
         "--isolation-leaks=off",
     )
     again.assert_outcomes(passed=1, failed=1)
+
+
+#: Logs every pytest session a search starts (one line per configured session).
+SESSION_LOG = """
+import os, sys
+
+def pytest_configure(config):
+    with open(os.path.join(os.path.dirname(__file__), "sessions.log"), "a") as log:
+        log.write(" ".join(sys.argv[1:]) + "\\n")
+"""
+
+
+def test_each_probe_says_which_it_is_of_how_many_at_most(pytester: pytest.Pytester) -> None:
+    """Issue 49, item 6: the probe lines count down to a computed bound (the
+    rounds left over the files, over the tests of the largest file left, the
+    check of the test found, the run without it).  The check, the leak
+    report, the file-mode check and the run without it share one batch, and
+    the run that says the order also runs the tests before the victim: four
+    pytest sessions besides the probes (there were five)."""
+    pytester.makepyfile(
+        test_a=FILLER, test_b=FILLER, test_c=POLLUTER, test_d=FILLER, test_v=VICTIM, test_z=FILLER
+    )
+    pytester.makeconftest(SESSION_LOG)
+    result = find(pytester, "test_v.py::test_victim", "--isolation-probes=1")
+    assert result.ret == 0, result.stderr.str()
+    assert [line for line in result.stdout.lines if "probe" in line] == [
+        "isolation: probe 1 of at most 6 (4 files left): after 4 tests it passes",
+        "isolation: probe 2 of at most 6 (2 files left): after 3 tests it fails",
+        "isolation: probe 3 of at most 6 (3 tests left): after 2 tests it fails",
+        "isolation: probe 4 of at most 6 (2 tests left): after 1 test it passes",
+        "isolation: probe 5 of at most 6 (checking the one test left): after 1 test it fails",
+        "isolation: polluter: test_c.py::test_sets_mode (5 probes)",
+        "isolation: probe 6 of at most 6: without it, after the other 8 tests it passes: "
+        "no other polluter",
+    ]
+    sessions = (pytester.path / "sessions.log").read_text().splitlines()
+    assert len(sessions) == 6 + 4
+
+
+def test_a_collection_error_before_the_victim_still_bisects(pytester: pytest.Pytester) -> None:
+    """The run that says the order stops at the collection error; the victim
+    after every test before it is then run as every probe runs it."""
+    pytester.makepyfile(
+        test_a=FILLER,
+        test_b="raise ImportError('broken')\n",
+        test_c=POLLUTER,
+        test_v=VICTIM,
+    )
+    pytester.makeconftest(SESSION_LOG)
+    result = find(pytester, "test_v.py::test_victim", "--isolation-probes=1")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "isolation: test_v.py::test_victim: 5 tests in 2 files run before it",
+            "isolation: after all 5 tests before it, it fails: bisecting",
+            "isolation: probe 1 of at most 5 (2 files left): after 2 tests it passes",
+            "isolation: polluter: test_c.py::test_sets_mode (*)",
+        ]
+    )
+    sessions = (pytester.path / "sessions.log").read_text().splitlines()
+    assert len(sessions) == _probes(result) + 5
 
 
 def test_what_the_victim_reads_is_listed_first_and_the_rest_counted(
@@ -239,7 +302,10 @@ def test_the_time_limit(pytester: pytest.Pytester) -> None:
     result = find(pytester, "test_v.py::test_victim", "--isolation-find-timeout=0.01")
     assert result.ret == 1
     result.stdout.fnmatch_lines(
-        ["isolation: gave up: --isolation-find-timeout=0.01 s ran out while collecting the tests"]
+        [
+            "isolation: gave up: --isolation-find-timeout=0.01 s ran out while collecting the "
+            "tests and running them up to test_v.py::test_victim"
+        ]
     )
 
 
@@ -256,6 +322,11 @@ class Counter:
     def __init__(self, culprits: set[str]) -> None:
         self.culprits = culprits
         self.runs = 0
+        #: What the search noted before each round, and how many runs it had made.
+        self.notes: list[tuple[str, int, int | None]] = []
+
+    def note(self, text: str, most: int | None) -> None:
+        self.notes.append((text, self.runs, most))
 
     def __call__(self, sets: Sequence[Sequence[Unit]]) -> list[bool]:
         self.runs += len(sets)
@@ -288,6 +359,41 @@ def test_a_pair_needs_the_minimal_set() -> None:
     predicate = Counter({"t3", "t40"})
     assert one(units(64), predicate, width=1) is None
     assert minimal(units(64), predicate) == [("t3",), ("t40",)]
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+@pytest.mark.parametrize(("files", "tests"), [(1, 7), (2, 3), (5, 1), (3, 4), (30, 10)])
+def test_every_note_bounds_the_probes_left(width: int, files: int, tests: int) -> None:
+    """Issue 49, item 6: for one culprit anywhere, what the search announces
+    before each round is never below the probes it then runs, and never
+    grows; the culprit found is the same."""
+    suite = [tuple(f"f{f}::t{t}" for t in range(tests)) for f in range(files)]
+    for culprit in [nodeid for unit in suite for nodeid in unit]:
+        predicate = Counter({culprit})
+        assert search(suite, predicate, width, predicate.note) == [culprit]
+        limits = [runs + most for _, runs, most in predicate.notes if most is not None]
+        assert len(limits) == len(predicate.notes) > 0
+        assert predicate.runs <= min(limits)
+        assert limits == sorted(limits, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "culprits", [{"f1::t2", "f3::t0"}, {"f2::t1", "f2::t3"}], ids=["across-files", "one-file"]
+)
+def test_a_search_for_a_set_has_no_bound(culprits: set[str]) -> None:
+    suite = [tuple(f"f{f}::t{t}" for t in range(4)) for f in range(5)]
+    predicate = Counter(culprits)
+    assert sorted(search(suite, predicate, 1, predicate.note)) == sorted(culprits)
+    unbounded = [text for text, _, most in predicate.notes if most is None]
+    assert unbounded
+    assert all("looking for a set" in text or "the file left" in text for text in unbounded)
+
+
+def test_two_probes_at_a_time_by_default_with_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert default_width() == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert default_width() == 1
 
 
 def test_search_goes_files_then_tests() -> None:

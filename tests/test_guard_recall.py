@@ -249,7 +249,7 @@ def test_a_module_first_imported_inside_the_polluter(
     )
     finder.stdout.fnmatch_lines(
         [
-            "isolation: polluter: test_a.py::test_polluter (1 probe)",
+            "isolation: polluter: test_a.py::test_polluter (*)",
             "isolation: what it leaked:",
             "isolation:   [[]attribute] proj.cfg.K.flag (was False, now True)*",
             "isolation:   [[]attribute] proj.cfg.LEVEL (was 10, now 99)*",

@@ -75,5 +75,7 @@ CHILD_CONFIGURE_IMPORTS = (
 CHILD_ENV = "PYTEST_ISOLATION_CHILD"
 #: Names the file a polluter-finder probe writes its record to.
 PROBE_ENV = "PYTEST_ISOLATION_PROBE"
+#: The test after which a polluter-finder probe that runs the user's paths stops.
+PROBE_UNTIL_ENV = "PYTEST_ISOLATION_PROBE_UNTIL"
 #: Opens the selector's full-suite gate when exactly 1, true or yes (any case).
 ALLOW_ALL_ENV = "PYTEST_ISOLATION_ALLOW_ALL"

@@ -1,6 +1,9 @@
 """Loaded into each subprocess of ``--isolation-find-polluter``: records
 what the run collected, in order, each test's outcome and the leaks the
-guard found, as JSON in the file named by ``PYTEST_ISOLATION_PROBE``."""
+guard found, as JSON in the file named by ``PYTEST_ISOLATION_PROBE``.
+Given ``PYTEST_ISOLATION_PROBE_UNTIL``, it runs the collected tests only up
+to that one (the others are deselected), so that one run both says the
+order and runs every test before the victim."""
 
 from __future__ import annotations
 
@@ -18,8 +21,11 @@ FAILURE_TEXT = 20_000
 
 
 class Probe:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, until: str = "") -> None:
         self.path = path
+        self.until = until
+        #: Whether the tests run were exactly those up to ``until``.
+        self.stopped = False
         self.collected: list[str] = []
         self.outcomes: dict[str, str] = {}
         self.collection_errors: list[str] = []
@@ -31,8 +37,14 @@ class Probe:
     def pytest_isolation_leak(self, leak: Leak) -> None:
         self.leaks.append(leak.to_wire())
 
+    @pytest.hookimpl(trylast=True)  # the final order, after every plugin's reordering
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = [item.nodeid for item in session.items]
+        if self.until in self.collected:
+            keep = self.collected.index(self.until) + 1
+            session.config.hook.pytest_deselected(items=session.items[keep:])
+            del session.items[keep:]
+            self.stopped = True
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -53,6 +65,7 @@ class Probe:
             "collection_errors": self.collection_errors,
             "leaks": self.leaks,
             "failures": self.failures,
+            "stopped": self.stopped,
         }
         with open(self.path, "w", encoding="utf-8") as file:
             json.dump(data, file)
@@ -61,4 +74,5 @@ class Probe:
 def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get(names.PROBE_ENV)
     if path:
-        config.pluginmanager.register(Probe(path), names.PROBE)
+        until = os.environ.get(names.PROBE_UNTIL_ENV, "")
+        config.pluginmanager.register(Probe(path, until), names.PROBE)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_isolation.core.names import PROBE_ENV
+from pytest_isolation.core.names import PROBE_UNTIL_ENV
 
 #: Options of the finder itself, and others that change what a probe runs or
 #: where it reports: left out of the probes, with their values.
@@ -95,6 +97,24 @@ class Outcome:
     errors: list[str]
     #: The victim's failure text, when it failed.
     failure: str = ""
+    #: Whether the run stopped right after the victim, as its :class:`Job` asked.
+    stopped: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One probe: pytest's arguments, and the test after which it stops
+    (empty: it runs all it collects)."""
+
+    args: tuple[str, ...]
+    until: str = ""
+
+
+def default_width() -> int:
+    """Probes at a time when ``--isolation-probes`` is not given: two when
+    this process may use two cores or more."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 if (usable or 1) >= 2 else 1
 
 
 def probe_options(config: pytest.Config) -> list[str]:
@@ -156,11 +176,13 @@ class Prober:
             raise OutOfTime
         return left
 
-    def _start(self, args: Sequence[str]) -> tuple[subprocess.Popen[bytes], str]:
+    def _start(self, job: Job) -> tuple[subprocess.Popen[bytes], str]:
         handle, path = tempfile.mkstemp(prefix="isolation-probe-", suffix=".json")
         os.close(handle)
         env = {**os.environ, PROBE_ENV: path}
-        command = [sys.executable, "-m", "pytest", *args]
+        if job.until:
+            env[PROBE_UNTIL_ENV] = job.until
+        command = [sys.executable, "-m", "pytest", *job.args]
         process = subprocess.Popen(
             command,
             cwd=self.config.invocation_params.dir,
@@ -197,10 +219,12 @@ class Prober:
             collected=data["collected"],
             errors=data["collection_errors"],
             failure=data.get("failures", {}).get(self.victim, ""),
+            stopped=data.get("stopped", False),
         )
 
-    def run_many(self, runs: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> list[Outcome]:
-        common = [
+    def job(self, nodeids: Sequence[str], extra: Sequence[str] = ()) -> Job:
+        """A probe of ``nodeids`` (the victim last), in this order."""
+        args = [
             *self.options,
             *_NO_REPORT,
             "-p",
@@ -211,28 +235,14 @@ class Prober:
             "no:cacheprovider",
             "--isolation-leaks=off",
             *extra,
+            *map(self.argument, nodeids),
         ]
-        outcomes: list[Outcome] = []
-        for start in range(0, len(runs), self.width):
-            batch = [
-                self._start([*common, *map(self.argument, nodeids)])
-                for nodeids in runs[start : start + self.width]
-            ]
-            try:
-                outcomes += [self._finish(process, path) for process, path in batch]
-            except BaseException:
-                for process, path in batch:
-                    if process.poll() is None:
-                        os.killpg(process.pid, signal.SIGKILL)
-                        process.wait()
-                    if os.path.exists(path):
-                        os.unlink(path)
-                raise
-        return outcomes
+        return Job(tuple(args))
 
-    def collect(self) -> list[str]:
-        """The run's order: pytest-randomly's, where it is on, with this
-        run's seed (the probes then run without it, in this order)."""
+    def collect_job(self) -> Job:
+        """The collection: the run's order, pytest-randomly's where it is on,
+        with this run's seed (the probes then run without it, in this
+        order)."""
         seed = []
         if self.config.pluginmanager.has_plugin("randomly"):
             seed = [f"--randomly-seed={self.config.getoption('randomly_seed')}"]
@@ -249,5 +259,58 @@ class Prober:
             "-q",
             *self.paths,
         ]
-        outcome = self._finish(*self._start(args))
-        return outcome.collected
+        return Job(tuple(args))
+
+    def order_job(self) -> Job | None:
+        """The run's paths up to the victim: its order, and how the victim
+        does after every test before it, in one run; None under
+        pytest-randomly, whose order the probes run without it."""
+        if self.config.pluginmanager.has_plugin("randomly"):
+            return None
+        args = [*self.job([]).args, *self.paths]
+        return Job(tuple(args), until=self.victim)
+
+    def run_many(self, runs: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> list[Outcome]:
+        return self.run_jobs([self.job(nodeids, extra) for nodeids in runs])
+
+    def run_jobs(
+        self, jobs: Sequence[Job], done: Callable[[int], None] | None = None
+    ) -> list[Outcome]:
+        """Each job's outcome, ``width`` at a time; the first that ended
+        without a result raises its :class:`FindError`."""
+        outcomes = self.attempt(jobs, done)
+        for outcome in outcomes:
+            if isinstance(outcome, FindError):
+                raise outcome
+        return [outcome for outcome in outcomes if isinstance(outcome, Outcome)]
+
+    def attempt(
+        self, jobs: Sequence[Job], done: Callable[[int], None] | None = None
+    ) -> list[Outcome | FindError]:
+        """Each job's outcome or why it has none, ``width`` at a time, in
+        order; ``done(index)`` is told as each is read (where a time limit
+        would cut the batch short)."""
+        outcomes: list[Outcome | FindError] = []
+        for start in range(0, len(jobs), self.width):
+            batch = [self._start(job) for job in jobs[start : start + self.width]]
+            try:
+                for process, path in batch:
+                    try:
+                        outcomes.append(self._finish(process, path))
+                    except FindError as error:
+                        outcomes.append(error)
+                    if done is not None:
+                        done(len(outcomes) - 1)
+            except BaseException:
+                for process, path in batch:
+                    if process.poll() is None:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+                    if os.path.exists(path):
+                        os.unlink(path)
+                raise
+        return outcomes
+
+    def collect(self) -> list[str]:
+        """The run's order (see :meth:`collect_job`)."""
+        return self.run_jobs([self.collect_job()])[0].collected
