@@ -231,7 +231,8 @@ class IsolationLint:
             terminalreporter.line(f"{code} ({CODES[code]}): {count}")
         files = len({path for path, _ in found})
         errors = sum(1 for path, _ in found if path in self.shown)
-        above = f" ({errors} shown as collection errors above)" if errors else ""
+        shown = agreeing(errors, "a collection error", "collection errors")
+        above = f" ({errors} shown as {shown} above)" if errors else ""
         terminalreporter.line(
             f"{counted(len(found), 'finding')} in {counted(files, 'file')}{above}; "
             "accept one with '# isolation: allow CODE' on its line or isolation_lint_allow"
