@@ -435,7 +435,28 @@ def collect_meta(env: dict[str, str], removed: list[str]) -> dict[str, Any]:
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"],
         "scrubbed_env": removed,
+        "bytecode": "",
     }
+
+
+def compile_plugin(before: Path | None) -> str:
+    """Byte-compile the plugin's sources (and an older copy's), as installing
+    a wheel does: pip compiled detect-test-pollution's, and under
+    PYTHONDONTWRITEBYTECODE=1 an editable checkout's modules would otherwise
+    be compiled anew by every pytest process the finder starts."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("pytest_isolation")
+    if spec is None or spec.origin is None:
+        raise BenchError("pytest_isolation is not importable")
+    folders = [Path(spec.origin).parent]
+    if before is not None:
+        folders.append(before / "pytest_isolation")
+    for folder in folders:
+        if not compileall.compile_dir(str(folder), quiet=1):
+            raise BenchError(f"could not byte-compile {folder}")
+    return ", ".join(str(folder) for folder in folders)
 
 
 def _span(values: Sequence[int]) -> str:
@@ -487,6 +508,8 @@ def render_head(meta: dict[str, Any], runs: int) -> list[str]:
         "- environment of the runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, PYTHONUNBUFFERED=1, "
         f"PYTHONDONTWRITEBYTECODE={'unset' if pdwb is None else pdwb}"
         + (f"; removed: {', '.join(meta['scrubbed_env'])}" if meta["scrubbed_env"] else ""),
+        f"- byte-compiled before the rounds, as a wheel install does (pip compiled "
+        f"detect-test-pollution's): {meta['bytecode'] or 'nothing'}",
         f"- {runs} interleaved round(s) per sample, the order rotated every round, after one "
         "untimed whole-suite run; wall clock of each command",
         "- `isolation` is the finder with its default number of probes at a time (2 here); "
@@ -648,6 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = collect_meta(env, removed)
     meta["before"] = None if args.before is None else str(args.before)
     try:
+        meta["bytecode"] = compile_plugin(args.before)
         dtp = dtp_executable()
         data = {key: bench_sample(key, args, env, dtp) for key in args.samples}
     except BenchError as error:
