@@ -73,3 +73,24 @@ def warned(result: pytest.RunResult) -> int:
     """How many ``LeakedStateWarning``s the inner run raised (printed by
     ``-p leakwarnings``: pytest's warnings summary leaves them out)."""
     return sum(1 for line in result.outlines if ": LeakedStateWarning: " in line)
+
+
+def plugin_help(cwd: Path, columns: int | None = None) -> str:
+    """``pytest -p isolation --help`` in a fresh process (only this plugin)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "isolation", "--help"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        check=True,
+    )
+    return done.stdout

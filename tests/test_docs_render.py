@@ -15,8 +15,6 @@ import dataclasses
 import html.parser
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from urllib.parse import unquote
@@ -25,7 +23,7 @@ from urllib.parse import urlsplit
 import cmarkgfm
 import pytest
 
-from conftest import TIMEOUT
+from conftest import plugin_help
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = "docs/reference.md"
@@ -178,18 +176,8 @@ def pages() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     """Every option and ini key of the plugin, from ``pytest --help``."""
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "isolation", "--help"],
-        cwd=tmp_path_factory.mktemp("help"),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-        check=True,
-    )
-    return set(HELP_NAME.findall(done.stdout))
+    text = plugin_help(tmp_path_factory.mktemp("help"))
+    return set(HELP_NAME.findall(text))
 
 
 @pytest.mark.parametrize("name", PAGES)

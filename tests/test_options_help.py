@@ -5,14 +5,11 @@ what it holds; help texts short enough to read at a glance."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import TIMEOUT
+from conftest import plugin_help
 from pytest_isolation.core import options
 
 #: An option's first line in ``--help``, and an ini key's.
@@ -44,18 +41,8 @@ NUMBERS: dict[str, options.Number] = {
 
 @pytest.fixture(scope="module")
 def help_text(tmp_path_factory: pytest.TempPathFactory) -> str:
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "COLUMNS": "80"}
-    env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "isolation", "--help"],
-        cwd=tmp_path_factory.mktemp("help"),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-        check=True,
-    )
-    return done.stdout
+    text = plugin_help(tmp_path_factory.mktemp("help"), columns=80)
+    return text
 
 
 def entries(text: str, first_line: re.Pattern[str]) -> dict[str, list[str]]:

@@ -14,15 +14,12 @@ pytest changes how ``--help`` lays options out, the readers find nothing and
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import TIMEOUT
+from conftest import plugin_help
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 
@@ -198,18 +195,8 @@ def as_ini_text(value: object) -> object:
 
 @pytest.fixture(scope="module")
 def help_text(tmp_path_factory: pytest.TempPathFactory) -> str:
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "isolation", "--help"],
-        cwd=tmp_path_factory.mktemp("help"),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-        check=True,
-    )
-    return done.stdout
+    text = plugin_help(tmp_path_factory.mktemp("help"))
+    return text
 
 
 @pytest.fixture
