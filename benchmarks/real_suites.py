@@ -343,7 +343,7 @@ class Leaks:
     """The guard's leak report in one run's terminal output."""
 
     warning_lines: int  # lines of the warnings summary naming LeakedStateWarning
-    summary: str  # "13 tests, 1 fixture and 3 files" from "isolation: ... leaked state"
+    summary: str  # "13 tests, 1 fixture and 3 files" from "isolation: N leaks by ..."
     categories: dict[str, int]  # "[env]", "[sys.modules]", ... lines of that section
     entries: list[str]  # that section's lines: "test id" then "  [category] what"
 
@@ -662,11 +662,12 @@ def section(lines: list[str], title: str) -> list[str]:
 def leaks_in(output: str) -> Leaks:
     lines = output.splitlines()
     warnings = section(lines, "warnings summary")
-    count = re.search(r"^=+ isolation: (.+) leaked state =+$", output, re.M)
+    # "isolation: 4 leaks by 2 tests and 1 file" (before issue 49: "... leaked state")
+    count = re.search(r"^=+ isolation: (?:\d+ leaks? by (.+)|(.+) leaked state) =+$", output, re.M)
     entries = [line.rstrip() for line in section(lines, "isolation:") if line.strip()]
     return Leaks(
         warning_lines=sum("LeakedStateWarning" in line for line in warnings),
-        summary=count.group(1) if count else "",
+        summary=(count.group(1) or count.group(2)) if count else "",
         categories=categories_in(entries),
         entries=entries,
     )
@@ -990,7 +991,7 @@ def leak_section(results: Sequence[ProjectResult]) -> list[str]:
         "## Leak warnings per mode",
         "",
         "LeakedStateWarning lines in the warnings summary (and, in brackets, what the "
-        "guard's `isolation: ... leaked state` section counts: under `filterwarnings = "
+        "guard's `isolation: N leaks by ...` section counts: under `filterwarnings = "
         "error` the warnings are errors instead); first repetition.",
         "",
         "| project | plain | fork | spawn | guard | guard's categories |",
