@@ -103,6 +103,31 @@ def test_a_write_made_elsewhere_says_which_test_it_was_set_during(
     )
 
 
+def test_a_patch_started_at_import_gets_its_line(pytester: pytest.Pytester) -> None:
+    # The test module imports unittest.mock first: its start() ran before the
+    # guard could record where (the issue's "at tests/test_m.py" with no line).
+    pytester.makepyfile(
+        test_m="""
+        import json
+        from unittest import mock
+
+        mock.patch("json.dumps", lambda *a, **k: "x").start()
+        patcher = mock.patch.object(json, "loads")
+        patcher.start()
+
+        def test_one():
+            pass
+        """
+    )
+    result = run_guard(pytester, "-p", "no:randomly")
+    result.stdout.fnmatch_lines_random(
+        [
+            "[[]mock[]] an unstopped mock patch of json.dumps, at test_m.py:4 (not undone)",
+            "[[]mock[]] an unstopped mock patch of json.loads, at test_m.py:6 (not undone)",
+        ]
+    )
+
+
 def leak(category: str, key: str) -> Leak:
     return Leak("t", "test", category, key, "what")
 
@@ -126,6 +151,12 @@ def test_one():
 @decorated
 def test_two():
     setattr(Cls, "attr", 3)
+
+def test_three():
+    patcher = mock.patch("pkg.mod.func")
+    patcher.start()
+    mock.patch.dict(os.environ, {"A": "1"}).start()
+    mock.patch.multiple("pkg.mod", func=1).start()
 """
 
 
@@ -140,6 +171,10 @@ def test_two():
         ("sys.modules", "a", None, "test_a.py:2"),  # at import: the top level
         ("sys.modules", "a", 4, ""),  # not inside the test
         ("env", "A", 4, ""),  # its site comes from the audit hook, not the source
+        ("mock", "pkg.mod.func", 14, "test_a.py:16"),  # start() of a named patcher
+        ("mock", "os.environ (patch.dict)", 14, "test_a.py:17"),
+        ("mock", "pkg.mod.func (patch.multiple)", 14, ""),  # not matched: no line made up
+        ("mock", "pkg.mod.func", 4, ""),  # started in another test
     ],
 )
 def test_the_site_read_from_the_source(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -47,8 +48,12 @@ MUTATORS = frozenset(
         "__delitem__",
     }
 )
-#: The categories whose writes no hook sees, and the form of their keys.
-LOCATED = frozenset({"attribute", "sys.modules", "container"})
+#: The categories whose writes no hook sees, and the form of their keys; and
+#: ``mock``, whose ``start()`` has no recorded line when it ran while
+#: ``unittest.mock`` was first imported (the guard does not import it).
+LOCATED = frozenset({"attribute", "sys.modules", "container", "mock"})
+#: A site with a line (``FILE:LINE``), not only a file.
+_WITH_LINE = re.compile(r":\d+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +163,8 @@ def located(
         return leaks
     return [
         dataclasses.replace(leak, site=site)
-        if not (leak.site or leak.routine) and (site := sources.site(leak, scopes, relative))
+        if not (_WITH_LINE.search(leak.site) or leak.routine)
+        and (site := sources.site(leak, scopes, relative))
         else leak
         for leak in leaks
     ]
@@ -168,6 +174,12 @@ def _wanted(leak: Leak) -> tuple[str, str, str | None] | None:
     """What a matching write looks like: the form, the owner's last name, the name or key."""
     if leak.category == "sys.modules":
         return ("item", "sys.modules", leak.key)
+    if leak.category == "mock":
+        target, _, kind = leak.key.partition(" (")
+        owner, dot, name = target.rpartition(".")
+        return (
+            ("patch", owner.rpartition(".")[2], name) if dot and kind != "patch.multiple)" else None
+        )
     if leak.category == "attribute":
         owner, dot, name = leak.key.rpartition(".")
         return ("attr", owner.rpartition(".")[2], name) if dot else None
@@ -179,7 +191,7 @@ def _wanted(leak: Leak) -> tuple[str, str, str | None] | None:
 def _matches(write: Write, form: str, owner: str, name: str | None) -> bool:
     if write.form != form:
         return False
-    if form == "attr":
+    if form in ("attr", "patch"):
         return write.name == name and write.owner.rpartition(".")[2] == owner
     if owner == "sys.modules":
         return write.owner == "sys.modules" and write.name in (name, None)
@@ -192,6 +204,8 @@ class _Collector(ast.NodeVisitor):
     def __init__(self) -> None:
         self.found: list[tuple[Write, bool]] = []
         self._depth = 0
+        #: What each name a patcher was assigned to patches (``p = patch("x.y")``).
+        self._patchers: dict[str, tuple[str, str]] = {}
 
     def collect(self, tree: ast.Module) -> list[tuple[Write, bool]]:
         self.visit(tree)
@@ -221,6 +235,11 @@ class _Collector(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._target(target)
+        patched = _patched(node.value)
+        if patched is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self._patchers[target.id] = patched
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -243,10 +262,35 @@ class _Collector(ast.NodeVisitor):
             if len(node.args) >= 2:
                 name = _literal(node.args[1])
                 self._add(node.lineno, "attr", _dotted(node.args[0]), name)
+        elif isinstance(function, ast.Attribute) and function.attr == "start":
+            value = function.value
+            patched = (
+                self._patchers.get(value.id) if isinstance(value, ast.Name) else _patched(value)
+            )
+            if patched is not None:
+                self._add(node.lineno, "patch", *patched)
         elif isinstance(function, ast.Attribute) and function.attr in MUTATORS:
             key = _literal(node.args[0]) if node.args else None
             self._add(node.lineno, "item", _dotted(function.value), key)
         self.generic_visit(node)
+
+
+def _patched(node: ast.expr) -> tuple[str, str] | None:
+    """What a ``patch(...)`` call patches, as (owner, name): ``patch("a.b")``,
+    ``patch.object(a, "b")``, ``patch.dict(a.b, ...)``."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    function = _dotted(node.func) or ""
+    first = node.args[0]
+    if function.endswith("patch.object") and len(node.args) >= 2:
+        owner, name = _dotted(first), _literal(node.args[1])
+    elif function.endswith("patch.dict"):
+        owner, _, name = (_dotted(first) or "").rpartition(".")
+    elif function == "patch" or function.endswith(".patch"):
+        owner, _, name = (_literal(first) or "").rpartition(".")
+    else:
+        return None
+    return (owner, name) if owner and name else None
 
 
 def _dotted(node: ast.expr) -> str | None:
