@@ -4,7 +4,7 @@ on, in every tier (default, ``--isolation-leaks-deep``), every policy (warn,
 quiet, error) and in file mode; and state a test created (an object created
 lazily that registered itself elsewhere, a module first imported, a registry
 filled behind a cache, a counter advanced) is kept, as a plain run keeps it,
-so none of these suites gets a ``leaked state`` section.
+so none of these suites gets a leak section (``isolation: N leaks by ...``).
 
 Each class of problem (A1-A6, C) has two variants in ``CASES``, none of which
 leaks; ``ODD_SITES`` leak one variable each, to check the report's site."""
@@ -696,7 +696,7 @@ def _oracle(pytester: pytest.Pytester, name: str) -> dict[str, str]:
 
 
 def _no_leak_section(result: pytest.RunResult) -> None:
-    result.stdout.no_fnmatch_line("*isolation: * leaked state*")
+    result.stdout.no_fnmatch_line("*= isolation: * leak* by * =*")
     result.stdout.no_fnmatch_line("*LeakedStateWarning*")
 
 

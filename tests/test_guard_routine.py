@@ -139,7 +139,7 @@ def load():
             timeout=TIMEOUT,
         )
         result.assert_outcomes(passed=2)
-        result.stdout.no_fnmatch_line("*leaked state*")
+        result.stdout.no_fnmatch_line("*= isolation: * leak* by * =*")
         result.stdout.fnmatch_lines(
             [
                 "isolation: routine state of 2 tests kept (1 counter advanced, 2 created lazily,"

@@ -103,6 +103,6 @@ def test_mode_off_from_the_environment_keeps_the_leak_guard(
     result = pytester.runpytest_subprocess("-p", "isolation", "-p", "pidenv", timeout=TIMEOUT)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*isolation: 1 test leaked state*", "?env? os.environ?'ISO_OFF'? (was unset, now *"]
+        ["*isolation: 1 leak by 1 test*", "?env? os.environ?'ISO_OFF'? (was unset, now *"]
     )
     assert "file mode" not in result.stdout.str()
