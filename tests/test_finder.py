@@ -5,7 +5,6 @@ its own."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 
 import pytest
@@ -18,7 +17,6 @@ from pytest_isolation.diagnose.bisection import minimal
 from pytest_isolation.diagnose.bisection import one
 from pytest_isolation.diagnose.bisection import search
 from pytest_isolation.diagnose.bisection import split
-from pytest_isolation.diagnose.probing import default_width
 
 FILLER = "def test_one(): pass\ndef test_two(): pass\n"
 VICTIM = """
@@ -389,11 +387,44 @@ def test_a_search_for_a_set_has_no_bound(culprits: set[str]) -> None:
     assert all("looking for a set" in text or "the file left" in text for text in unbounded)
 
 
-def test_two_probes_at_a_time_by_default_with_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert default_width() == 2
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert default_width() == 1
+SESSIONS_CONFTEST = """
+import os, time
+
+LOG = os.path.join(os.path.dirname(__file__), "sessions.log")
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_ISOLATION_PROBE"):
+        with open(LOG, "a") as log:
+            log.write(f"start {os.getpid()} {time.monotonic()}\\n")
+        time.sleep(0.2)
+
+def pytest_unconfigure(config):
+    if os.environ.get("PYTEST_ISOLATION_PROBE"):
+        with open(LOG, "a") as log:
+            log.write(f"end {os.getpid()} {time.monotonic()}\\n")
+"""
+
+
+@pytest.mark.parametrize(("args", "overlap"), [((), False), (("--isolation-probes=2",), True)])
+def test_probes_run_one_at_a_time_unless_asked(
+    pytester: pytest.Pytester, args: tuple[str, ...], overlap: bool
+) -> None:
+    # Probes share the working tree: a test that writes a shared file misleads
+    # a probe running beside it (the pollution corpus's h5nav case).
+    pytester.makeconftest(SESSIONS_CONFTEST)
+    pytester.makepyfile(
+        test_a="import os\n\ndef test_polluter():\n    os.environ['POLLUTED'] = '1'\n",
+        test_b="def test_other():\n    pass\n",
+        test_v="import os\n\ndef test_victim():\n    assert 'POLLUTED' not in os.environ\n",
+    )
+    result = find(pytester, "test_v.py::test_victim", *args)
+    assert result.ret == 0, result.stdout.str()
+    running, most = 0, 0
+    events = [line.split() for line in (pytester.path / "sessions.log").read_text().splitlines()]
+    for kind, _, _ in sorted(events, key=lambda event: float(event[2])):
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    assert (most > 1) is overlap, events
 
 
 def test_search_goes_files_then_tests() -> None:

@@ -26,7 +26,6 @@ from pytest_isolation.diagnose.probing import Job
 from pytest_isolation.diagnose.probing import Outcome
 from pytest_isolation.diagnose.probing import OutOfTime
 from pytest_isolation.diagnose.probing import Prober
-from pytest_isolation.diagnose.probing import default_width
 from pytest_isolation.diagnose.probing import probe_options
 from pytest_isolation.diagnose.ranking import rank
 
@@ -61,7 +60,10 @@ class Finder:
     def __init__(self, config: pytest.Config, victim: str) -> None:
         self.config = config
         self.victim = self._nodeid(victim)
-        width = options.count(config, "isolation_probes", minimum=1) or default_width()
+        # One probe at a time unless asked: probes share the working tree, and
+        # a test that writes a shared file misleads a probe running beside it
+        # (the pollution corpus's h5nav case: "it fails alone").
+        width = options.count(config, "isolation_probes", minimum=1) or 1
         limit = options.seconds(config, "isolation_find_timeout")
         self.progress = Progress(started=time.monotonic())
         deadline = None if limit is None else self.progress.started + limit

@@ -30,7 +30,7 @@ SETTINGS = {
     "isolation_probes": Setting(
         "--isolation-find-polluter: how many pytest processes it runs in parallel.",
         "N",
-        unset="2 when this process may use 2 or more cores, else 1",
+        "1",
         number="int",
     ),
     "isolation_find_timeout": Setting(

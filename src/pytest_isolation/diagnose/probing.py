@@ -110,13 +110,6 @@ class Job:
     until: str = ""
 
 
-def default_width() -> int:
-    """Probes at a time when ``--isolation-probes`` is not given: two when
-    this process may use two cores or more."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 2 if (usable or 1) >= 2 else 1
-
-
 def probe_options(config: pytest.Config) -> list[str]:
     """The invocation's options for the probes: without its test paths, the
     finder's options, and what would change a probe's selection or order."""
