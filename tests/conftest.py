@@ -75,7 +75,7 @@ def warned(result: pytest.RunResult) -> int:
     return sum(1 for line in result.outlines if ": LeakedStateWarning: " in line)
 
 
-def plugin_help(cwd: Path, columns: int | None = None) -> str:
+def plugin_help(cwd: Path | None = None, columns: int | None = None) -> str:
     """``pytest -p isolation --help`` in a fresh process (only this plugin)."""
     import subprocess
     import sys

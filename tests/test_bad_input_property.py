@@ -24,6 +24,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from conftest import TIMEOUT
+from conftest import plugin_help
 
 ENV = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 ENV.pop("PYTEST_ADDOPTS", None)
@@ -31,16 +32,9 @@ ENV.pop("PYTEST_ADDOPTS", None)
 
 def _table() -> tuple[list[tuple[str, bool]], list[str]]:
     """The plugin's options (flag, takes a value) and ini keys, from --help."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "isolation", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=ENV,
-        check=True,
-    )
-    flags = re.findall(r"^  (--isolation-[a-z-]+)(=?)", done.stdout, re.M)
-    keys = re.findall(r"^  (isolation_[a-z_]+) \(", done.stdout, re.M)
+    text = plugin_help()
+    flags = re.findall(r"^  (--isolation-[a-z-]+)(=?)", text, re.M)
+    keys = re.findall(r"^  (isolation_[a-z_]+) \(", text, re.M)
     return sorted({(flag, bool(value)) for flag, value in flags}), sorted(set(keys))
 
 
