@@ -7,13 +7,15 @@ attribute, a project module's global, an item of ``sys.modules`` or of a
 watched container has no such hook that costs nothing while no leak happens
 (a class's ``__setattr__`` raises no audit event; ``sys.modules`` is a plain
 dict).  So once such a leak is found, its site is looked for in the source
-of the test that leaked it: the statements of its function (or, for a leak
-at import, of its module's top level) that write the changed thing
-(``Cls.name = ...``, ``setattr(Cls, "name", ...)``, ``del mod.NAME``,
-``sys.modules["x"] = ...``, ``REGISTRY["k"] = ...``, ``REGISTRY.append(...)``).
+of the test that leaked it: the statements of its function, then of its
+function-scoped fixtures (or, for a leak at import, of its module's top
+level) that write the changed thing (``Cls.name = ...``, ``setattr(Cls,
+"name", ...)``, ``del mod.NAME``, ``sys.modules["x"] = ...``,
+``REGISTRY["k"] = ...``, ``REGISTRY.append(...)``, ``patch("a.b").start()``).
 The last such statement is the site; none, or a write made elsewhere (a
-helper, a fixture), leaves the site unknown and the summary says which test
-it was set during.  Nothing of this runs unless a leak was found.
+helper, the project's own function), leaves the site unknown and the summary
+says which test it was set during.  Nothing of this runs unless a leak was
+found.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_isolation.core import pysource
 from pytest_isolation.core import pytest_private
 from pytest_isolation.core.records import Leak
 
@@ -58,9 +61,9 @@ _WITH_LINE = re.compile(r":\d+")
 
 @dataclasses.dataclass(frozen=True)
 class Write:
-    """A statement that writes ``target``: ``("attr", owner, name)`` for an
-    attribute, ``("item", container, key)`` for an item (``key`` is ``None``
-    when not a literal), at ``line``."""
+    """A statement at ``line`` that writes: ``attr`` ``owner.name``, an
+    ``item`` of ``owner`` (``name``: its key, ``None`` when not a literal),
+    or starts a ``patch`` of ``owner.name``."""
 
     line: int
     form: str
@@ -78,44 +81,42 @@ class Scope:
     first: int | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    """What a file's source says: every write, each with whether it is at the
+    module's top level, and each function's lines by its code's first line
+    (its first decorator's or its ``def``'s)."""
+
+    writes: list[tuple[Write, bool]]
+    functions: dict[int, tuple[int, int]]
+
+
 class Sources:
-    """Parsed test files (each once, when a leak asks) and their writes."""
+    """Test files read once each, when a leak asks (the syntax tree is not kept)."""
 
     def __init__(self) -> None:
-        self._trees: dict[Path, ast.Module] = {}
-        self._writes: dict[Path, list[tuple[Write, bool]]] = {}
+        self._parsed: dict[Path, Parsed] = {}
 
-    def _tree(self, path: Path) -> ast.Module:
-        tree = self._trees.get(path)
-        if tree is None:
-            try:
-                tree = ast.parse(path.read_bytes(), str(path))
-            except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-                tree = ast.Module(body=[], type_ignores=[])
-            self._trees[path] = tree
-        return tree
-
-    def writes(self, path: Path) -> list[tuple[Write, bool]]:
-        """Every write in ``path``, each with whether it is at the module's top level."""
-        known = self._writes.get(path)
+    def parsed(self, path: Path) -> Parsed:
+        known = self._parsed.get(path)
         if known is None:
             try:
-                known = _Collector().collect(self._tree(path))
-            except RecursionError:  # nested too deep to walk: no site rather than an error
-                known = []
-            self._writes[path] = known
+                tree = pysource.parse(path.read_bytes(), str(path))
+                collector = _Collector()
+                if tree is not None:
+                    collector.visit(tree)
+                known = Parsed(collector.found, collector.functions)
+            except (OSError, RecursionError):  # unreadable, or too deep to walk: no site
+                known = Parsed([], {})
+            self._parsed[path] = known
         return known
 
     def lines(self, scope: Scope) -> tuple[int, int] | None:
         """The lines of the scope's function (from its ``def`` to its end)."""
         if scope.first is None:
             return None
-        for node in ast.walk(self._tree(scope.path)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                if scope.first in (start, node.lineno):
-                    return (node.lineno, node.end_lineno or node.lineno)
-        return (scope.first, scope.first)
+        found = self.parsed(scope.path).functions.get(scope.first)
+        return found or (scope.first, scope.first)
 
     def site(self, leak: Leak, scopes: list[Scope], relative: Callable[[str], str]) -> str:
         """``FILE:LINE`` of the last write that matches ``leak`` in the first
@@ -127,7 +128,7 @@ class Sources:
             span = self.lines(scope)
             lines = [
                 write.line
-                for write, top in self.writes(scope.path)
+                for write, top in self.parsed(scope.path).writes
                 if (top if span is None else span[0] <= write.line <= span[1])
                 and _matches(write, *wanted)
             ]
@@ -175,11 +176,10 @@ def _wanted(leak: Leak) -> tuple[str, str, str | None] | None:
     if leak.category == "sys.modules":
         return ("item", "sys.modules", leak.key)
     if leak.category == "mock":
-        target, _, kind = leak.key.partition(" (")
-        owner, dot, name = target.rpartition(".")
-        return (
-            ("patch", owner.rpartition(".")[2], name) if dot and kind != "patch.multiple)" else None
-        )
+        if leak.key.endswith("(patch.multiple)"):
+            return None  # one patch of many names: no single target to read
+        owner, dot, name = leak.key.removesuffix(" (patch.dict)").rpartition(".")
+        return ("patch", owner.rpartition(".")[2], name) if dot else None
     if leak.category == "attribute":
         owner, dot, name = leak.key.rpartition(".")
         return ("attr", owner.rpartition(".")[2], name) if dot else None
@@ -199,24 +199,29 @@ def _matches(write: Write, form: str, owner: str, name: str | None) -> bool:
 
 
 class _Collector(ast.NodeVisitor):
-    """The writes of a module, each with whether it is at its top level."""
+    """The writes of a module, each with whether it is at its top level, and
+    its functions' lines (see :class:`Parsed`)."""
 
     def __init__(self) -> None:
         self.found: list[tuple[Write, bool]] = []
+        self.functions: dict[int, tuple[int, int]] = {}
         self._depth = 0
         #: What each name a patcher was assigned to patches (``p = patch("x.y")``).
         self._patchers: dict[str, tuple[str, str]] = {}
 
-    def collect(self, tree: ast.Module) -> list[tuple[Write, bool]]:
-        self.visit(tree)
-        return self.found
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        lines = (node.lineno, node.end_lineno or node.lineno)
+        for first in (node.lineno, *(d.lineno for d in node.decorator_list)):
+            self.functions.setdefault(first, lines)
+        self._nested(node)
 
     def _nested(self, node: ast.AST) -> None:
         self._depth += 1
         self.generic_visit(node)
         self._depth -= 1
 
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _nested
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+    visit_Lambda = _nested
 
     def _add(self, line: int, form: str, owner: str | None, name: str | None) -> None:
         if owner:
