@@ -71,10 +71,6 @@ class LeakLog:
         self.notify(leak)
         return sum(1 for other in same_key if other.kind == leak.kind) == 1
 
-    def leaked(self) -> list[Leak]:
-        """Every leak that is not routine state."""
-        return [leak for found in self.by_owner.values() for leak in found if not leak.routine]
-
     def leaked_keys(self) -> list[list[Leak]]:
         """Each changed thing that is not routine state, with its leaks: what
         the summary's lines name and its last line counts."""
@@ -116,7 +112,10 @@ class LeakLog:
     def _summarize_routine(
         self, reporter: pytest.TerminalReporter, routine: list[list[Leak]]
     ) -> None:
-        """One line; with ``-v``, one line per key."""
+        """One line; with ``-v``, one line per key; none under ``-q``, which
+        shows only what needs a look (routine state is no leak)."""
+        if reporter.config.get_verbosity() < 0:
+            return
         owners = _counted([leak for leaks in routine for leak in leaks])
         kinds: dict[str, int] = defaultdict(int)
         for leaks in routine:
@@ -124,8 +123,6 @@ class LeakLog:
         counts = ", ".join(
             f"{count} {KIND_NOUNS[kind][count != 1]}" for kind, count in sorted(kinds.items())
         )
-        if reporter.config.get_verbosity() < 0:
-            return  # not a leak: -q shows only what needs a look
         verbose = reporter.config.get_verbosity() > 0
         more = "" if verbose else "; -v lists them"
         restored = {leak.restored for leaks in routine for leak in leaks}
