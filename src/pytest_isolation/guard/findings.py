@@ -7,6 +7,7 @@ leaked."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 
@@ -69,7 +70,7 @@ class Findings:
             # (a copy of every watched namespace) would cost more than the test.
             if not safe_unchanged(category, tier.saved[category]):
                 tier.renew(category)
-        return self._located(leaks, scopes_of(window.item))
+        return self._located(leaks, lambda: scopes_of(window.item))
 
     def peek(self, window: Window) -> list[Leak]:
         """The window's leaks so far, as :meth:`close` would find them, with
@@ -92,7 +93,7 @@ class Findings:
                 for item in found
             ]
         )
-        return self._located(leaks, scopes_of(window.item))
+        return self._located(leaks, lambda: scopes_of(window.item))
 
     def left_behind(self, window: Window) -> list[Leak]:
         """Threads, processes and files the window's test left behind (reported, not undone)."""
@@ -166,11 +167,11 @@ class Findings:
             ]
         )
         self.recorders.seen.clear()
-        leaks = self._located(leaks, [Scope(collector.path)])
+        leaks = self._located(leaks, lambda: [Scope(collector.path)])
         # Never put back: the file's own tests may depend on it.
         return [dataclasses.replace(leak, restored=False) for leak in leaks]
 
-    def _located(self, leaks: list[Leak], scopes: list[Scope]) -> list[Leak]:
+    def _located(self, leaks: list[Leak], scopes: Callable[[], list[Scope]]) -> list[Leak]:
         return located(leaks, self.sources, scopes, self.recorders.sites.relative)
 
 

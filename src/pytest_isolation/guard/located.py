@@ -157,18 +157,28 @@ def _scope(function: object) -> Scope | None:
 
 
 def located(
-    leaks: list[Leak], sources: Sources, scopes: list[Scope], relative: Callable[[str], str]
+    leaks: list[Leak],
+    sources: Sources,
+    scopes: Callable[[], list[Scope]],
+    relative: Callable[[str], str],
 ) -> list[Leak]:
-    """``leaks``, each without a site given the one read from ``scopes``."""
-    if not scopes:
+    """``leaks``, each without a site given the one read from ``scopes()``
+    (asked only when a leak needs one: most windows have none)."""
+    wanting = [_wants_site(leak) for leak in leaks]
+    places = scopes() if any(wanting) else []
+    if not places:
         return leaks
     return [
         dataclasses.replace(leak, site=site)
-        if not (_WITH_LINE.search(leak.site) or leak.routine)
-        and (site := sources.site(leak, scopes, relative))
+        if wants and (site := sources.site(leak, places, relative))
         else leak
-        for leak in leaks
+        for leak, wants in zip(leaks, wanting, strict=True)
     ]
+
+
+def _wants_site(leak: Leak) -> bool:
+    """A leak of a category read from the source, reported without a line."""
+    return leak.category in LOCATED and not (leak.routine or _WITH_LINE.search(leak.site))
 
 
 def _wanted(leak: Leak) -> tuple[str, str, str | None] | None:
